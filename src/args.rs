@@ -1,0 +1,449 @@
+//! Success arguments: typed values passed from one step to the next.
+//!
+//! A step completes with up to four values ([`IntoArgs`] for tuples of up to
+//! four [`ArgValue`]s); the next step declares the types it expects
+//! ([`FromArgs`]). Values are stored inline in [`Args`], so primitives never
+//! touch the heap. A mismatch becomes an `InternalError` whose info names the
+//! expected and the given types.
+//!
+//! ```
+//! use futoin_asyncsteps::{Args, FromArgs, IntoArgs};
+//! let mut a = (7i32, String::from("x")).into_args();
+//! assert_eq!(a.type_names(), "(i32, String)");
+//! let (n, s) = <(i32, String)>::from_args(&mut a).unwrap();
+//! assert_eq!((n, s.as_str()), (7, "x"));
+//! ```
+
+use crate::error::Error;
+use std::any::Any;
+use std::fmt;
+
+/// One success argument.
+///
+/// Primitives are stored inline; strings and byte vectors own a boxed slice;
+/// anything else is a [`Value::Custom`] box.
+pub enum Value {
+    /// `bool`
+    Bool(bool),
+    /// `i8`
+    I8(i8),
+    /// `i16`
+    I16(i16),
+    /// `i32`
+    I32(i32),
+    /// `i64`
+    I64(i64),
+    /// `u8`
+    U8(u8),
+    /// `u16`
+    U16(u16),
+    /// `u32`
+    U32(u32),
+    /// `u64`
+    U64(u64),
+    /// `usize`
+    Usize(usize),
+    /// `isize`
+    Isize(isize),
+    /// `f32`
+    F32(f32),
+    /// `f64`
+    F64(f64),
+    /// `String`
+    Str(Box<str>),
+    /// `Vec<u8>`
+    Bytes(Box<[u8]>),
+    /// Any other `Send + 'static` type (see [`ArgValue`]).
+    Custom(Box<dyn CustomValue>),
+}
+
+/// A boxed custom argument: any `Send + 'static` value that knows its type name.
+///
+/// Implemented for every such type; used through [`Value::Custom`].
+pub trait CustomValue: Any + Send {
+    /// The Rust type name of the value.
+    fn type_name(&self) -> &'static str;
+    /// Converts the box for downcasting.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Any + Send> CustomValue for T {
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+impl Value {
+    /// The Rust type name of the value, as used in mismatch messages.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::ArgValue;
+    /// assert_eq!(5u8.into_value().type_name(), "u8");
+    /// ```
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Bool(_) => "bool",
+            Value::I8(_) => "i8",
+            Value::I16(_) => "i16",
+            Value::I32(_) => "i32",
+            Value::I64(_) => "i64",
+            Value::U8(_) => "u8",
+            Value::U16(_) => "u16",
+            Value::U32(_) => "u32",
+            Value::U64(_) => "u64",
+            Value::Usize(_) => "usize",
+            Value::Isize(_) => "isize",
+            Value::F32(_) => "f32",
+            Value::F64(_) => "f64",
+            Value::Str(_) => "String",
+            Value::Bytes(_) => "Vec<u8>",
+            Value::Custom(b) => (**b).type_name(),
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Bool(v) => write!(f, "{v:?}"),
+            Value::I8(v) => write!(f, "{v}i8"),
+            Value::I16(v) => write!(f, "{v}i16"),
+            Value::I32(v) => write!(f, "{v}i32"),
+            Value::I64(v) => write!(f, "{v}i64"),
+            Value::U8(v) => write!(f, "{v}u8"),
+            Value::U16(v) => write!(f, "{v}u16"),
+            Value::U32(v) => write!(f, "{v}u32"),
+            Value::U64(v) => write!(f, "{v}u64"),
+            Value::Usize(v) => write!(f, "{v}usize"),
+            Value::Isize(v) => write!(f, "{v}isize"),
+            Value::F32(v) => write!(f, "{v}f32"),
+            Value::F64(v) => write!(f, "{v}f64"),
+            Value::Str(v) => write!(f, "{v:?}"),
+            Value::Bytes(v) => write!(f, "{v:?}"),
+            Value::Custom(b) => write!(f, "<{}>", (**b).type_name()),
+        }
+    }
+}
+
+/// A type that can travel as a success argument.
+///
+/// Implemented for the primitives, `String` and `Vec<u8>`. Any other
+/// `Send + 'static` type opts in with an empty impl and travels boxed:
+///
+/// ```
+/// use futoin_asyncsteps::{ArgValue, FromArgs, IntoArgs};
+/// #[derive(Debug, PartialEq)]
+/// struct User { id: u32 }
+/// impl ArgValue for User {}
+///
+/// let mut a = (User { id: 3 },).into_args();
+/// assert_eq!(<(User,)>::from_args(&mut a).unwrap().0, User { id: 3 });
+/// ```
+pub trait ArgValue: Sized + Send + 'static {
+    /// Wraps the value.
+    fn into_value(self) -> Value {
+        Value::Custom(Box::new(self))
+    }
+    /// Unwraps the value, or gives it back when the type differs.
+    fn from_value(v: Value) -> Result<Self, Value> {
+        match v {
+            Value::Custom(b) if (*b).type_id() == std::any::TypeId::of::<Self>() => {
+                match b.into_any().downcast::<Self>() {
+                    Ok(v) => Ok(*v),
+                    Err(_) => unreachable!("type id checked"),
+                }
+            }
+            other => Err(other),
+        }
+    }
+    /// The name used in type mismatch messages.
+    fn type_name() -> &'static str {
+        std::any::type_name::<Self>()
+    }
+}
+
+macro_rules! prim {
+    ($($t:ty => $v:ident, $n:literal;)*) => {$(
+        impl ArgValue for $t {
+            #[inline]
+            fn into_value(self) -> Value { Value::$v(self) }
+            #[inline]
+            fn from_value(v: Value) -> Result<Self, Value> {
+                match v { Value::$v(x) => Ok(x), other => Err(other) }
+            }
+            fn type_name() -> &'static str { $n }
+        }
+    )*};
+}
+
+prim! {
+    bool => Bool, "bool";
+    i8 => I8, "i8";
+    i16 => I16, "i16";
+    i32 => I32, "i32";
+    i64 => I64, "i64";
+    u8 => U8, "u8";
+    u16 => U16, "u16";
+    u32 => U32, "u32";
+    u64 => U64, "u64";
+    usize => Usize, "usize";
+    isize => Isize, "isize";
+    f32 => F32, "f32";
+    f64 => F64, "f64";
+}
+
+impl ArgValue for String {
+    fn into_value(self) -> Value {
+        Value::Str(self.into_boxed_str())
+    }
+    fn from_value(v: Value) -> Result<Self, Value> {
+        match v {
+            Value::Str(s) => Ok(s.into_string()),
+            other => Err(other),
+        }
+    }
+    fn type_name() -> &'static str {
+        "String"
+    }
+}
+
+impl ArgValue for Vec<u8> {
+    fn into_value(self) -> Value {
+        Value::Bytes(self.into_boxed_slice())
+    }
+    fn from_value(v: Value) -> Result<Self, Value> {
+        match v {
+            Value::Bytes(s) => Ok(s.into_vec()),
+            other => Err(other),
+        }
+    }
+    fn type_name() -> &'static str {
+        "Vec<u8>"
+    }
+}
+
+/// Up to four success arguments, stored inline.
+///
+/// ```
+/// use futoin_asyncsteps::{Args, IntoArgs};
+/// let a = (1u8, true).into_args();
+/// assert_eq!(a.len(), 2);
+/// assert!(Args::new().is_empty());
+/// ```
+#[derive(Default)]
+pub struct Args {
+    vals: [Option<Value>; 4],
+}
+
+impl Args {
+    /// No arguments.
+    #[inline]
+    pub const fn new() -> Self {
+        Args {
+            vals: [None, None, None, None],
+        }
+    }
+
+    /// Number of arguments.
+    pub fn len(&self) -> usize {
+        self.vals.iter().take_while(|v| v.is_some()).count()
+    }
+
+    /// True when there are no arguments.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.vals[0].is_none()
+    }
+
+    /// Appends a value; fails with `InternalError` past four values.
+    pub fn push(&mut self, v: Value) -> Result<(), Error> {
+        match self.vals.iter_mut().find(|v| v.is_none()) {
+            Some(slot) => {
+                *slot = Some(v);
+                Ok(())
+            }
+            None => Err(Error::internal("success args: at most 4 values")),
+        }
+    }
+
+    /// The value at `i`, if present.
+    pub fn get(&self, i: usize) -> Option<&Value> {
+        self.vals.get(i).and_then(|v| v.as_ref())
+    }
+
+    /// Takes the value at `i`, leaving a gap (used by [`FromArgs`]).
+    pub fn take(&mut self, i: usize) -> Option<Value> {
+        self.vals.get_mut(i).and_then(|v| v.take())
+    }
+
+    /// The types held, formatted like a tuple type: `(i32, String)`.
+    pub fn type_names(&self) -> String {
+        let names: Vec<&str> = self.vals.iter().flatten().map(|v| v.type_name()).collect();
+        tuple_names(&names)
+    }
+}
+
+impl fmt::Debug for Args {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.vals.iter().flatten()).finish()
+    }
+}
+
+fn tuple_names(names: &[&str]) -> String {
+    match names.len() {
+        1 => format!("({},)", names[0]),
+        _ => format!("({})", names.join(", ")),
+    }
+}
+
+/// Turns a tuple of up to four [`ArgValue`]s (or a single one) into [`Args`].
+///
+/// ```
+/// use futoin_asyncsteps::IntoArgs;
+/// assert_eq!(5i32.into_args().len(), 1);
+/// assert_eq!(().into_args().len(), 0);
+/// ```
+pub trait IntoArgs {
+    /// Converts into [`Args`].
+    fn into_args(self) -> Args;
+}
+
+/// Extracts typed values from [`Args`].
+///
+/// `()` accepts any arguments and ignores them; a tuple of `N` types requires
+/// exactly `N` values of those types. [`Args`] itself takes everything as is.
+pub trait FromArgs: Sized {
+    /// Extracts the values; on a mismatch the error info names both sides.
+    fn from_args(args: &mut Args) -> Result<Self, Error>;
+    /// The expected types, formatted like a tuple type.
+    fn expected() -> String;
+}
+
+impl IntoArgs for Args {
+    fn into_args(self) -> Args {
+        self
+    }
+}
+
+impl FromArgs for Args {
+    fn from_args(args: &mut Args) -> Result<Self, Error> {
+        Ok(std::mem::take(args))
+    }
+    fn expected() -> String {
+        "Args".into()
+    }
+}
+
+impl IntoArgs for () {
+    #[inline]
+    fn into_args(self) -> Args {
+        Args::new()
+    }
+}
+
+impl FromArgs for () {
+    #[inline]
+    fn from_args(_args: &mut Args) -> Result<Self, Error> {
+        Ok(())
+    }
+    fn expected() -> String {
+        "()".into()
+    }
+}
+
+impl<T: ArgValue> IntoArgs for T {
+    #[inline]
+    fn into_args(self) -> Args {
+        let mut a = Args::new();
+        a.vals[0] = Some(self.into_value());
+        a
+    }
+}
+
+fn mismatch(expected: String, args: &Args) -> Error {
+    Error::internal(format!(
+        "step expects {expected}, got {}",
+        args.type_names()
+    ))
+}
+
+macro_rules! tuple {
+    ($n:literal; $($t:ident $i:tt),*) => {
+        impl<$($t: ArgValue),*> IntoArgs for ($($t,)*) {
+            #[inline]
+            fn into_args(self) -> Args {
+                let mut a = Args::new();
+                $( a.vals[$i] = Some(self.$i.into_value()); )*
+                a
+            }
+        }
+
+        impl<$($t: ArgValue),*> FromArgs for ($($t,)*) {
+            fn from_args(args: &mut Args) -> Result<Self, Error> {
+                let ok = args.len() == $n $(&& matches!(
+                    args.vals[$i].as_ref().map(|v| v.type_name() == <$t>::type_name()),
+                    Some(true)
+                ))*;
+                if !ok {
+                    return Err(mismatch(Self::expected(), args));
+                }
+                Ok(($(
+                    match $t::from_value(args.vals[$i].take().expect("checked")) {
+                        Ok(v) => v,
+                        Err(_) => return Err(Error::internal("arg type changed")),
+                    },
+                )*))
+            }
+            fn expected() -> String {
+                tuple_names(&[$(<$t>::type_name()),*])
+            }
+        }
+    };
+}
+
+tuple!(1; A 0);
+tuple!(2; A 0, B 1);
+tuple!(3; A 0, B 1, C 2);
+tuple!(4; A 0, B 1, C 2, D 3);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mismatch_names_types() {
+        let mut a = (1i64,).into_args();
+        let e = <(i32, String)>::from_args(&mut a).unwrap_err();
+        assert_eq!(e.info(), Some("step expects (i32, String), got (i64,)"));
+    }
+
+    #[test]
+    fn unit_ignores() {
+        let mut a = (1i64, 2u8).into_args();
+        <()>::from_args(&mut a).unwrap();
+    }
+
+    #[test]
+    fn custom_roundtrip() {
+        struct X(u8);
+        impl ArgValue for X {}
+        let mut a = (X(4), String::from("s")).into_args();
+        let (x, s) = <(X, String)>::from_args(&mut a).unwrap();
+        assert_eq!((x.0, s.as_str()), (4, "s"));
+    }
+
+    #[test]
+    fn value_is_small() {
+        assert_eq!(std::mem::size_of::<Value>(), 24);
+    }
+
+    #[test]
+    fn push_limit() {
+        let mut a = (1u8, 2u8, 3u8, 4u8).into_args();
+        assert_eq!(a.len(), 4);
+        assert!(a.push(Value::U8(5)).is_err());
+    }
+}

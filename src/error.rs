@@ -1,0 +1,232 @@
+//! Errors: the FutoIn error codes, [`Error`] and [`StepResult`].
+//!
+//! A step "throws" by returning `Err(Error)`. [`Step::error`](crate::Step::error)
+//! builds that value, so `return s.error("NotFound", "no such user")` and `?`
+//! both work. Loop control (`break_loop` / `continue_loop`) travels the same
+//! way, with the reserved codes [`codes::LOOP_BREAK`] and [`codes::LOOP_CONT`].
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// Standard FutoIn error codes (FTN3 / FTN12) and the few codes this crate adds.
+///
+/// Any other string is a valid user error code as well.
+///
+/// ```
+/// use futoin_asyncsteps::{codes, Error};
+/// let e = Error::new(codes::TIMEOUT);
+/// assert_eq!(e.code(), "Timeout");
+/// ```
+pub mod codes {
+    /// Connection could not be established.
+    pub const CONNECT_ERROR: &str = "ConnectError";
+    /// Communication failed after the connection was made.
+    pub const COMM_ERROR: &str = "CommError";
+    /// The interface is not known.
+    pub const UNKNOWN_INTERFACE: &str = "UnknownInterface";
+    /// The interface version is not supported.
+    pub const NOT_SUPPORTED_VERSION: &str = "NotSupportedVersion";
+    /// The function is not implemented.
+    pub const NOT_IMPLEMENTED: &str = "NotImplemented";
+    /// Authentication failed.
+    pub const UNAUTHORIZED: &str = "Unauthorized";
+    /// An error inside the implementation, including every API misuse.
+    pub const INTERNAL_ERROR: &str = "InternalError";
+    /// The invoker failed.
+    pub const INVOKER_ERROR: &str = "InvokerError";
+    /// The request is malformed.
+    pub const INVALID_REQUEST: &str = "InvalidRequest";
+    /// Rejected by a defense mechanism (e.g. a full sync queue).
+    pub const DEFENSE_REJECTED: &str = "DefenseRejected";
+    /// Re-authentication is required.
+    pub const PLEASE_REAUTH: &str = "PleaseReauth";
+    /// A security policy was violated.
+    pub const SECURITY_ERROR: &str = "SecurityError";
+    /// A step's time limit (`set_timeout`) expired.
+    pub const TIMEOUT: &str = "Timeout";
+    /// A `break_loop` whose label matched no enclosing loop.
+    pub const LOOP_BREAK: &str = "LoopBreak";
+    /// A `continue_loop` whose label matched no enclosing loop.
+    pub const LOOP_CONT: &str = "LoopCont";
+    /// The flow was cancelled (root `cancel()`); only seen by result waiters.
+    pub const CANCELED: &str = "Canceled";
+}
+
+/// The result a step callback returns: `Ok(())` or an [`Error`] to raise.
+///
+/// ```
+/// use futoin_asyncsteps::{Step, StepResult};
+/// fn check(s: &mut Step<'_>, n: i32) -> StepResult {
+///     if n < 0 {
+///         return s.error("InvalidRequest", "negative");
+///     }
+///     s.success((n * 2,))
+/// }
+/// ```
+pub type StepResult = Result<(), Error>;
+
+/// Loop control carried by a break/continue error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Control {
+    /// A regular error.
+    None,
+    /// `break_loop(label)`.
+    Break(Option<Cow<'static, str>>),
+    /// `continue_loop(label)`.
+    Continue(Option<Cow<'static, str>>),
+}
+
+#[derive(Clone, Debug)]
+struct Inner {
+    code: Cow<'static, str>,
+    info: Option<Cow<'static, str>>,
+    control: Control,
+}
+
+/// A FutoIn error: a code (e.g. `"NotFound"`, [`codes::TIMEOUT`]) and an
+/// optional descriptive info string (the `error_info` state variable).
+///
+/// The value is one pointer wide, so `StepResult` stays cheap on the hot path.
+///
+/// ```
+/// use futoin_asyncsteps::Error;
+/// let e = Error::with_info("NotFound", "no such user");
+/// assert_eq!(e.code(), "NotFound");
+/// assert_eq!(e.info(), Some("no such user"));
+/// assert_eq!(e.to_string(), "NotFound: no such user");
+/// ```
+#[derive(Clone)]
+pub struct Error(Box<Inner>);
+
+impl Error {
+    /// An error with a code and no info.
+    pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
+        Error(Box::new(Inner {
+            code: code.into(),
+            info: None,
+            control: Control::None,
+        }))
+    }
+
+    /// An error with a code and an info string.
+    pub fn with_info(
+        code: impl Into<Cow<'static, str>>,
+        info: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Error(Box::new(Inner {
+            code: code.into(),
+            info: Some(info.into()),
+            control: Control::None,
+        }))
+    }
+
+    /// An `InternalError` with the given info; every misuse of the API is one.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{codes, Error};
+    /// assert_eq!(Error::internal("oops").code(), codes::INTERNAL_ERROR);
+    /// ```
+    pub fn internal(info: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_info(codes::INTERNAL_ERROR, info)
+    }
+
+    pub(crate) fn control(control: Control) -> Self {
+        let (code, label) = match &control {
+            Control::Break(l) => (codes::LOOP_BREAK, l.clone()),
+            Control::Continue(l) => (codes::LOOP_CONT, l.clone()),
+            Control::None => (codes::INTERNAL_ERROR, None),
+        };
+        Error(Box::new(Inner {
+            code: Cow::Borrowed(code),
+            info: label,
+            control,
+        }))
+    }
+
+    /// The error code.
+    pub fn code(&self) -> &str {
+        &self.0.code
+    }
+
+    /// The info string, if any.
+    pub fn info(&self) -> Option<&str> {
+        self.0.info.as_deref()
+    }
+
+    /// True when the code equals `code`.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{codes, Error};
+    /// assert!(Error::new(codes::TIMEOUT).is(codes::TIMEOUT));
+    /// ```
+    pub fn is(&self, code: &str) -> bool {
+        self.code() == code
+    }
+
+    pub(crate) fn control_ref(&self) -> &Control {
+        &self.0.control
+    }
+
+    /// Turns a loop-control error into a plain error (no loop matched).
+    pub(crate) fn into_plain(mut self) -> Self {
+        self.0.control = Control::None;
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.info() {
+            Some(info) => write!(f, "{}: {}", self.code(), info),
+            None => f.write_str(self.code()),
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("code", &self.code())
+            .field("info", &self.info())
+            .finish()
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.code() == other.code() && self.info() == other.info()
+    }
+}
+
+impl From<std::io::Error> for Error {
+    /// I/O errors become `CommError` with the OS message as info.
+    fn from(e: std::io::Error) -> Self {
+        Error::with_info(codes::COMM_ERROR, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_is_one_pointer() {
+        assert_eq!(std::mem::size_of::<Error>(), std::mem::size_of::<usize>());
+        assert_eq!(
+            std::mem::size_of::<StepResult>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn control_codes() {
+        let b = Error::control(Control::Break(Some("L".into())));
+        assert_eq!(b.code(), codes::LOOP_BREAK);
+        assert_eq!(b.info(), Some("L"));
+        let p = b.into_plain();
+        assert_eq!(*p.control_ref(), Control::None);
+        assert_eq!(p.code(), codes::LOOP_BREAK);
+    }
+}

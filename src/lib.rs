@@ -1,0 +1,62 @@
+//! # futoin-asyncsteps
+//!
+//! [FutoIn AsyncSteps (FTN12)](https://futoin.org/docs/asyncsteps/) for Rust:
+//! asynchronous program flows built from *steps*, run by an event loop
+//! ([`AsyncTool`]) with one mio reactor per thread.
+//!
+//! A flow is a root [`AsyncSteps`]. Each step is a callback that gets the
+//! execution API ([`Step`]) and the previous step's result; it completes by
+//! returning (implicit success), by [`Step::success`], by returning an
+//! error, by adding sub-steps, or by waiting for an external event.
+//! Error handlers work like `try`/`catch` across steps, timeouts and cancel
+//! callbacks cover whole sub-trees, and parallel steps and loops are steps too.
+//!
+//! ```
+//! use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool};
+//! use std::time::Duration;
+//!
+//! let mut tool = AsyncTool::new()?;
+//! let mut root = AsyncSteps::new();
+//! root.add_catch(
+//!     |s, ()| {
+//!         // Wait for something that never comes, with a time limit.
+//!         s.set_timeout(Duration::from_millis(5));
+//!         Ok(())
+//!     },
+//!     |s, e| {
+//!         assert_eq!(e.code(), codes::TIMEOUT);
+//!         s.success(("recovered".to_string(),))
+//!     },
+//! );
+//! root.add(|s, (msg,): (String,)| s.success((msg.len(),)));
+//!
+//! let p = root.promise(&mut tool);
+//! let (len,): (usize,) = tool.block_on(p)?;
+//! assert_eq!(len, 9);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! See `README.md` for the table of FTN12 names and `docs/architecture.md`
+//! for how the engine works.
+
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod error;
+pub mod state;
+pub mod steps;
+pub mod testing;
+pub mod tool;
+
+pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, Value};
+pub use error::{codes, Error, StepResult};
+pub use state::State;
+pub use steps::loops::{LoopItems, Pairs};
+pub use steps::model::{AsyncSteps, ModelParallel};
+pub use steps::parallel::Parallel;
+pub use steps::result::{ExternalHandle, FlowHandle, Promise};
+pub use steps::step::{StackRef, Step};
+pub use testing::TestTool;
+pub use tool::async_tool::AsyncTool;
+pub use tool::handle::ToolHandle;
+pub use tool::scheduler::{Scheduler, Stats, TaskHandle};

@@ -1,0 +1,201 @@
+//! Per-flow state: a typed map plus the predefined FTN12 variables
+//! `error_info`, `last_exception` and `async_stack` (spec 1.7).
+//!
+//! State values must be `Clone + Send + 'static`: cloning a model flow
+//! (spec 1.5) copies its state, and a model may be sent to the loop that runs it.
+//! Wrap values that cannot be cloned in an `Arc`.
+//!
+//! ```
+//! use futoin_asyncsteps::State;
+//! let mut st = State::new();
+//! st.set("answer", 42i32);
+//! assert_eq!(st.get::<i32>("answer"), Some(&42));
+//! assert_eq!(st.get::<u8>("answer"), None); // wrong type
+//! *st.get_mut::<i32>("answer").unwrap() += 1;
+//! assert_eq!(st.remove::<i32>("answer"), Some(43));
+//! assert!(!st.contains("answer"));
+//! ```
+
+use crate::error::Error;
+use std::any::Any;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+
+trait StateValue: Any + Send {
+    fn clone_box(&self) -> Box<dyn StateValue>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Any + Send + Clone> StateValue for T {
+    fn clone_box(&self) -> Box<dyn StateValue> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<Cow<'static, str>, Box<dyn StateValue>>,
+    error_info: Option<String>,
+    last_exception: Option<Error>,
+    async_stack: Vec<&'static str>,
+}
+
+/// The state map of one flow, shared by all its steps and parallel branches.
+///
+/// Allocates nothing until first written.
+#[derive(Default)]
+pub struct State(Option<Box<Inner>>);
+
+impl State {
+    /// An empty state.
+    pub const fn new() -> Self {
+        State(None)
+    }
+
+    fn inner(&mut self) -> &mut Inner {
+        self.0.get_or_insert_with(Default::default)
+    }
+
+    /// Sets `key` to `value`, replacing any previous value.
+    pub fn set<T: Any + Send + Clone>(&mut self, key: impl Into<Cow<'static, str>>, value: T) {
+        self.inner().map.insert(key.into(), Box::new(value));
+    }
+
+    /// The value at `key` when it exists and has type `T`.
+    pub fn get<T: Any>(&self, key: &str) -> Option<&T> {
+        self.0
+            .as_ref()?
+            .map
+            .get(key)
+            .and_then(|v| (**v).as_any().downcast_ref())
+    }
+
+    /// Mutable access to the value at `key` when it exists and has type `T`.
+    pub fn get_mut<T: Any>(&mut self, key: &str) -> Option<&mut T> {
+        self.0
+            .as_mut()?
+            .map
+            .get_mut(key)
+            .and_then(|v| (**v).as_any_mut().downcast_mut())
+    }
+
+    /// True when `key` holds a value of any type.
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.as_ref().is_some_and(|i| i.map.contains_key(key))
+    }
+
+    /// Removes `key`; returns its value when it had type `T`.
+    pub fn remove<T: Any>(&mut self, key: &str) -> Option<T> {
+        let v = self.0.as_mut()?.map.remove(key)?;
+        v.into_any().downcast().ok().map(|b| *b)
+    }
+
+    /// The keys currently set, in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().flat_map(|i| i.map.keys().map(|k| k.as_ref()))
+    }
+
+    /// `error_info`: the info of the last error raised, `None` when it had none.
+    pub fn error_info(&self) -> Option<&str> {
+        self.0.as_ref()?.error_info.as_deref()
+    }
+
+    /// `last_exception`: the last error raised in this flow.
+    pub fn last_exception(&self) -> Option<&Error> {
+        self.0.as_ref()?.last_exception.as_ref()
+    }
+
+    /// `async_stack`: the type names of the step callbacks from the outermost
+    /// step to the one that raised the last error.
+    pub fn async_stack(&self) -> &[&'static str] {
+        match &self.0 {
+            Some(i) => &i.async_stack,
+            None => &[],
+        }
+    }
+
+    pub(crate) fn record_error(&mut self, e: &Error, stack: Vec<&'static str>) {
+        let i = self.inner();
+        i.error_info = e.info().map(str::to_owned);
+        i.last_exception = Some(e.clone());
+        i.async_stack = stack;
+    }
+
+    /// Copies the entries of `other` whose keys are not set here (spec `copyFrom`).
+    pub(crate) fn copy_missing(&mut self, other: &State) {
+        if let Some(o) = &other.0 {
+            if o.map.is_empty() {
+                return;
+            }
+            let me = self.inner();
+            for (k, v) in &o.map {
+                me.map.entry(k.clone()).or_insert_with(|| (**v).clone_box());
+            }
+        }
+    }
+}
+
+impl Clone for State {
+    fn clone(&self) -> Self {
+        let mut s = State::new();
+        if let Some(i) = &self.0 {
+            let me = s.inner();
+            for (k, v) in &i.map {
+                me.map.insert(k.clone(), (**v).clone_box());
+            }
+            me.error_info = i.error_info.clone();
+            me.last_exception = i.last_exception.clone();
+            me.async_stack = i.async_stack.clone();
+        }
+        s
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("State")
+            .field("keys", &self.keys().collect::<Vec<_>>())
+            .field("error_info", &self.error_info())
+            .field("last_exception", &self.last_exception())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_missing_keeps_own() {
+        let mut a = State::new();
+        a.set("x", 1u8);
+        let mut b = State::new();
+        b.set("x", 2u8);
+        b.set("y", 3u8);
+        a.copy_missing(&b);
+        assert_eq!(a.get::<u8>("x"), Some(&1));
+        assert_eq!(a.get::<u8>("y"), Some(&3));
+    }
+
+    #[test]
+    fn record_error_resets_info() {
+        let mut s = State::new();
+        s.record_error(&Error::with_info("A", "a"), vec!["f"]);
+        assert_eq!(s.error_info(), Some("a"));
+        s.record_error(&Error::new("B"), vec![]);
+        assert_eq!(s.error_info(), None);
+        assert_eq!(s.last_exception().unwrap().code(), "B");
+    }
+}

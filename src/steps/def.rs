@@ -1,0 +1,159 @@
+//! Step definitions: what `add()`, `parallel()`, loops and `await` queue.
+
+use crate::args::{Args, FromArgs};
+use crate::error::{Error, StepResult};
+use crate::steps::step::Step;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+
+/// The name of a callback for `async_stack`: a function pointer, so a frame
+/// stores one word instead of a string.
+pub(crate) type NameFn = fn() -> &'static str;
+
+pub(crate) fn name_of<F>() -> NameFn {
+    std::any::type_name::<F>
+}
+
+/// An execute callback, boxed. Clonable ones come from models (root flows).
+pub(crate) trait ExecFn {
+    fn call(self: Box<Self>, s: &mut Step<'_>, args: &mut Args) -> StepResult;
+    fn try_clone(&self) -> Option<Box<dyn ExecFn>>;
+}
+
+/// An error callback, boxed.
+pub(crate) trait CatchFn {
+    fn call(self: Box<Self>, s: &mut Step<'_>, e: &Error) -> StepResult;
+    fn try_clone(&self) -> Option<Box<dyn CatchFn>>;
+}
+
+pub(crate) struct Once<F, A>(pub F, PhantomData<fn(A)>);
+pub(crate) struct Cloned<F, A>(pub F, PhantomData<fn(A)>);
+
+impl<F, A> ExecFn for Once<F, A>
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    #[inline]
+    fn call(self: Box<Self>, s: &mut Step<'_>, args: &mut Args) -> StepResult {
+        let a = A::from_args(args)?;
+        (self.0)(s, a)
+    }
+    fn try_clone(&self) -> Option<Box<dyn ExecFn>> {
+        None
+    }
+}
+
+impl<F, A> ExecFn for Cloned<F, A>
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
+    A: FromArgs + 'static,
+{
+    #[inline]
+    fn call(self: Box<Self>, s: &mut Step<'_>, args: &mut Args) -> StepResult {
+        let a = A::from_args(args)?;
+        (self.0)(s, a)
+    }
+    fn try_clone(&self) -> Option<Box<dyn ExecFn>> {
+        Some(Box::new(Cloned::<F, A>(self.0.clone(), PhantomData)))
+    }
+}
+
+impl<F> CatchFn for Once<F, ()>
+where
+    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+{
+    fn call(self: Box<Self>, s: &mut Step<'_>, e: &Error) -> StepResult {
+        (self.0)(s, e)
+    }
+    fn try_clone(&self) -> Option<Box<dyn CatchFn>> {
+        None
+    }
+}
+
+impl<F> CatchFn for Cloned<F, ()>
+where
+    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
+{
+    fn call(self: Box<Self>, s: &mut Step<'_>, e: &Error) -> StepResult {
+        (self.0)(s, e)
+    }
+    fn try_clone(&self) -> Option<Box<dyn CatchFn>> {
+        Some(Box::new(Cloned::<F, ()>(self.0.clone(), PhantomData)))
+    }
+}
+
+pub(crate) fn once<F, A>(f: F) -> Box<dyn ExecFn>
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    Box::new(Once(f, PhantomData))
+}
+
+pub(crate) fn cloned<F, A>(f: F) -> Box<dyn ExecFn>
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
+    A: FromArgs + 'static,
+{
+    Box::new(Cloned(f, PhantomData))
+}
+
+pub(crate) fn once_catch<F>(f: F) -> Box<dyn CatchFn>
+where
+    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+{
+    Box::new(Once(f, PhantomData))
+}
+
+pub(crate) fn cloned_catch<F>(f: F) -> Box<dyn CatchFn>
+where
+    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
+{
+    Box::new(Cloned(f, PhantomData))
+}
+
+/// A loop driver: produces the next iteration by running the body on the
+/// given step, or `None` when the loop condition ends the loop.
+pub(crate) type LoopIter = Box<dyn FnMut(&mut Step<'_>) -> Option<StepResult>>;
+
+/// A boxed future that a step awaits.
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Args, Error>>>>;
+
+/// What a queued step does.
+pub(crate) enum Exec {
+    Fn(Box<dyn ExecFn>),
+    Parallel(Vec<StepDef>),
+    Loop(Box<(LoopIter, Option<String>)>),
+    Await(BoxFuture),
+}
+
+/// One queued step.
+pub(crate) struct StepDef {
+    pub exec: Exec,
+    pub catch: Option<Box<dyn CatchFn>>,
+    pub name: NameFn,
+}
+
+impl StepDef {
+    /// A copy for a cloned model; `None` for one-shot steps.
+    pub(crate) fn try_clone(&self) -> Option<StepDef> {
+        let exec = match &self.exec {
+            Exec::Fn(f) => Exec::Fn(f.try_clone()?),
+            Exec::Parallel(v) => {
+                Exec::Parallel(v.iter().map(StepDef::try_clone).collect::<Option<_>>()?)
+            }
+            Exec::Loop(_) | Exec::Await(_) => return None,
+        };
+        let catch = match &self.catch {
+            Some(c) => Some(c.try_clone()?),
+            None => None,
+        };
+        Some(StepDef {
+            exec,
+            catch,
+            name: self.name,
+        })
+    }
+}

@@ -1,0 +1,687 @@
+//! The engine: one root flow, its strands and levels, and how steps run,
+//! complete, unwind and get cancelled. See `docs/architecture.md`.
+
+use crate::args::Args;
+use crate::error::{codes, Control, Error};
+use crate::state::State;
+use crate::steps::def::{Exec, StepDef};
+use crate::steps::frame::{Act, Extra, Frame, Kind, LoopState, ParState, Strand, HANDLED, WAIT};
+use crate::steps::model::AsyncSteps;
+use crate::steps::result::Completion;
+use crate::steps::result::FutureWake;
+use crate::steps::step::{Outcome, Step};
+use crate::tool::scheduler::{FlowKey, Scheduler, BURST};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+/// Why a flow is being driven.
+pub(crate) enum Resume {
+    /// Continue with the strands that are ready.
+    Ready,
+    /// External completion of a waiting step.
+    Complete {
+        strand: u32,
+        seq: u32,
+        result: Result<Args, Error>,
+    },
+    /// A step's timeout fired.
+    Timeout { strand: u32, seq: u32 },
+    /// An awaited future was woken.
+    Poll { strand: u32, seq: u32 },
+    /// Root cancel.
+    Cancel,
+}
+
+/// Turns a panic payload into an `InternalError`.
+pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    Error::internal(format!("panic in {what}: {msg}"))
+}
+
+/// How a flow ended, and who waits for it.
+pub(crate) type FlowResult = (Result<Args, Error>, Option<Arc<Completion>>);
+
+/// One root flow on its loop.
+#[derive(Default)]
+pub(crate) struct Flow {
+    pub key: FlowKey,
+    pub strands: Vec<Strand>,
+    free: Vec<u32>,
+    ready: VecDeque<(u32, u32, Act)>,
+    pub state: State,
+    pub seq: u32,
+    pub budget: u32,
+    done: Option<Arc<Completion>>,
+    result: Option<Result<Args, Error>>,
+}
+
+impl Flow {
+    pub(crate) fn init(&mut self, key: FlowKey, root: AsyncSteps, done: Option<Arc<Completion>>) {
+        self.key = key;
+        let AsyncSteps { mut steps, state } = root;
+        steps.reverse();
+        if self.strands.is_empty() {
+            self.strands.push(Strand::default());
+        }
+        let main = &mut self.strands[0];
+        main.queue = steps;
+        main.live = true;
+        self.state = state;
+        if let Some(d) = &done {
+            d.bind(key);
+        }
+        self.done = done;
+        self.ready.push_back((0, main.gen, Act::Next(Args::new())));
+    }
+
+    /// Clears the flow for reuse, keeping allocations.
+    pub(crate) fn reset(&mut self) {
+        self.strands.truncate(1);
+        if let Some(m) = self.strands.first_mut() {
+            m.frames.clear();
+            m.queue.clear();
+            m.parent = None;
+            m.live = false;
+            m.gen = m.gen.wrapping_add(1);
+        }
+        self.free.clear();
+        self.ready.clear();
+        self.state = State::new();
+        self.seq = 0;
+        self.done = None;
+        self.result = None;
+    }
+
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    pub(crate) fn take_result(&mut self) -> Option<FlowResult> {
+        let r = self.result.take()?;
+        Some((r, self.done.take()))
+    }
+
+    /// Runs until every strand waits, the flow ends, or the burst is spent.
+    /// Returns true when the flow has ended.
+    pub(crate) fn drive(&mut self, sched: &mut Scheduler, resume: Resume) -> bool {
+        self.budget = BURST;
+        match resume {
+            Resume::Ready => {}
+            Resume::Complete {
+                strand,
+                seq,
+                result,
+            } => {
+                if self.top_waiting(strand, seq).is_some() {
+                    let act = match result {
+                        Ok(a) => {
+                            self.pop_frame(sched, strand, false);
+                            Act::Next(a)
+                        }
+                        Err(e) => Act::Fail(e),
+                    };
+                    let gen = self.strands[strand as usize].gen;
+                    self.ready.push_front((strand, gen, act));
+                }
+            }
+            Resume::Timeout { strand, seq } => self.timeout(sched, strand, seq),
+            Resume::Poll { strand, seq } => {
+                if self.top_waiting(strand, seq) == Some(Kind::Await) {
+                    if let Some(act) = self.poll_future(sched, strand) {
+                        let gen = self.strands[strand as usize].gen;
+                        self.ready.push_front((strand, gen, act));
+                    }
+                }
+            }
+            Resume::Cancel => {
+                self.cancel_strand(sched, 0);
+                self.result = Some(Err(Error::with_info(codes::CANCELED, "flow cancelled")));
+                return true;
+            }
+        }
+        while let Some((sid, gen, act)) = self.ready.pop_front() {
+            let st = &self.strands[sid as usize];
+            if !st.live || st.gen != gen {
+                continue;
+            }
+            self.run_strand(sched, sid, act);
+            if self.result.is_some() {
+                return true;
+            }
+            if self.budget == 0 {
+                break;
+            }
+        }
+        self.result.is_some()
+    }
+
+    /// Kind of the top frame of `strand` if it is the waiting step `seq`.
+    fn top_waiting(&self, strand: u32, seq: u32) -> Option<Kind> {
+        let st = self.strands.get(strand as usize)?;
+        let f = st.frames.last()?;
+        (st.live && f.seq == seq && f.flags & WAIT != 0 && f.flags & HANDLED == 0).then_some(f.kind)
+    }
+
+    fn run_strand(&mut self, sched: &mut Scheduler, sid: u32, mut act: Act) {
+        loop {
+            let next = match act {
+                Act::Next(args) => self.next(sched, sid, args),
+                Act::Fail(e) => self.unwind(sched, sid, e),
+            };
+            match next {
+                None => return,
+                Some(a) => act = a,
+            }
+            if self.budget == 0 {
+                let gen = self.strands[sid as usize].gen;
+                self.ready.push_front((sid, gen, act));
+                return;
+            }
+        }
+    }
+
+    /// Runs the next step of the top level, or completes the top frame.
+    fn next(&mut self, sched: &mut Scheduler, sid: u32, args: Args) -> Option<Act> {
+        let st = &mut self.strands[sid as usize];
+        let (seg, kind) = match st.frames.last() {
+            Some(f) => (f.seg as usize, Some(f.kind)),
+            None => (0, None),
+        };
+        if st.queue.len() > seg {
+            let def = st.queue.pop().expect("len checked");
+            return self.exec(sched, sid, def, args);
+        }
+        match kind {
+            None => {
+                self.strand_done(sched, sid, Ok(args));
+                None
+            }
+            Some(Kind::Loop) => self.iterate(sched, sid),
+            Some(_) => {
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next(args))
+            }
+        }
+    }
+
+    fn push_frame(
+        &mut self,
+        sid: u32,
+        def_catch: Option<Box<dyn crate::steps::def::CatchFn>>,
+        name: crate::steps::def::NameFn,
+        kind: Kind,
+    ) {
+        self.seq = self.seq.wrapping_add(1);
+        self.budget = self.budget.saturating_sub(1);
+        let st = &mut self.strands[sid as usize];
+        st.frames.push(Frame {
+            seg: st.queue.len() as u32,
+            seq: self.seq,
+            kind,
+            flags: 0,
+            catch: def_catch,
+            name,
+            wait: None,
+            extra: None,
+        });
+    }
+
+    fn exec(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        def: StepDef,
+        mut args: Args,
+    ) -> Option<Act> {
+        sched.steps += 1;
+        let StepDef { exec, catch, name } = def;
+        match exec {
+            Exec::Fn(f) => {
+                self.push_frame(sid, catch, name, Kind::Step);
+                let depth = self.strands[sid as usize].frames.len() - 1;
+                let mut step = Step::new(sched, self, sid, depth, false);
+                let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step, &mut args)));
+                let out = step.into_outcome();
+                self.after_call(sched, sid, r, out)
+            }
+            Exec::Parallel(branches) => {
+                self.push_frame(sid, catch, name, Kind::Parallel);
+                if branches.is_empty() {
+                    self.pop_frame(sched, sid, false);
+                    return Some(Act::Next(Args::new()));
+                }
+                let pseq = self.seq;
+                let mut ids = Vec::with_capacity(branches.len());
+                for b in branches {
+                    let bid = self.new_strand(sid, pseq);
+                    let st = &mut self.strands[bid as usize];
+                    st.queue.push(b);
+                    ids.push((bid, st.gen));
+                    self.ready.push_back((bid, st.gen, Act::Next(Args::new())));
+                }
+                let f = self.top(sid);
+                f.flags |= WAIT;
+                f.extra().par = Some(ParState {
+                    remaining: ids.len() as u32,
+                    branches: ids,
+                });
+                None
+            }
+            Exec::Loop(b) => {
+                self.push_frame(sid, catch, name, Kind::Loop);
+                let (iter, label) = *b;
+                self.top(sid).extra().lp = Some(LoopState {
+                    iter: Some(iter),
+                    label,
+                });
+                self.iterate(sched, sid)
+            }
+            Exec::Await(fut) => {
+                self.push_frame(sid, catch, name, Kind::Await);
+                let f = self.top(sid);
+                f.flags |= WAIT;
+                f.extra().fut = Some((fut, None));
+                self.poll_future(sched, sid)
+            }
+        }
+    }
+
+    fn top(&mut self, sid: u32) -> &mut Frame {
+        self.strands[sid as usize]
+            .frames
+            .last_mut()
+            .expect("a frame")
+    }
+
+    fn poll_future(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
+        let key = self.key;
+        let shared = sched.shared.clone();
+        let f = self.top(sid);
+        let seq = f.seq;
+        let (fut, wake) = f.extra().fut.as_mut()?;
+        let wake = wake.get_or_insert_with(|| FutureWake::new(shared, key, sid, seq));
+        wake.rearm();
+        let waker = Waker::from(wake.clone());
+        let mut cx = Context::from_waker(&waker);
+        let r = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
+        match r {
+            Ok(Poll::Pending) => None,
+            Ok(Poll::Ready(Ok(a))) => {
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next(a))
+            }
+            Ok(Poll::Ready(Err(e))) => Some(Act::Fail(e)),
+            Err(p) => Some(Act::Fail(panic_error("awaited future", p))),
+        }
+    }
+
+    /// Runs one loop iteration as a new frame above the loop frame.
+    fn iterate(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
+        sched.steps += 1;
+        let lf = self.top(sid);
+        let name = lf.name;
+        let lp = lf.extra().lp.as_mut().expect("loop state");
+        let mut iter = lp.iter.take().expect("loop not re-entered");
+        self.push_frame(sid, None, name, Kind::Step);
+        let depth = self.strands[sid as usize].frames.len() - 1;
+        let mut step = Step::new(sched, self, sid, depth, false);
+        let r = catch_unwind(AssertUnwindSafe(|| iter(&mut step)));
+        let out = step.into_outcome();
+        let frames = &mut self.strands[sid as usize].frames;
+        if let Some(lp) = frames[depth - 1].extra.as_mut().and_then(|e| e.lp.as_mut()) {
+            lp.iter = Some(iter);
+        }
+        match r {
+            Ok(None) => {
+                self.pop_frame(sched, sid, false);
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next(Args::new()))
+            }
+            Ok(Some(res)) => self.after_call(sched, sid, Ok(res), out),
+            Err(p) => self.after_call(sched, sid, Err(p), out),
+        }
+    }
+
+    /// Decides what follows a step's execute callback.
+    fn after_call(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        r: Result<crate::StepResult, Box<dyn Any + Send>>,
+        out: Outcome,
+    ) -> Option<Act> {
+        let r = match r {
+            Ok(r) => r,
+            Err(p) => Err(panic_error("step", p)),
+        };
+        let r = match out.misuse {
+            Some(e) => Err(e),
+            None => r,
+        };
+        let st = &mut self.strands[sid as usize];
+        let top = st.frames.last_mut().expect("a frame");
+        if out.added {
+            st.queue[top.seg as usize..].reverse();
+        }
+        match r {
+            Err(e) => Some(Act::Fail(e)),
+            Ok(()) if out.added => Some(Act::Next(Args::new())),
+            Ok(()) => match out.success {
+                Some(a) => {
+                    self.pop_frame(sched, sid, false);
+                    Some(Act::Next(a))
+                }
+                None if top.flags & WAIT != 0 => None,
+                None => {
+                    self.pop_frame(sched, sid, false);
+                    Some(Act::Next(Args::new()))
+                }
+            },
+        }
+    }
+
+    /// Removes the top frame of `sid`. With `cancel`, its cancel callback
+    /// runs first (and a parallel frame cancels its branches).
+    pub(crate) fn pop_frame(&mut self, sched: &mut Scheduler, sid: u32, cancel: bool) {
+        let st = &mut self.strands[sid as usize];
+        let Some(mut f) = st.frames.pop() else {
+            return;
+        };
+        st.queue.truncate(f.seg as usize);
+        self.end_frame(sched, &mut f, cancel);
+    }
+
+    /// Ends the activity of a frame: cancel callback (when cancelling),
+    /// branches, timer, external handle. The frame itself may stay.
+    fn end_frame(&mut self, sched: &mut Scheduler, f: &mut Frame, cancel: bool) {
+        if let Some(w) = f.wait.take() {
+            w.close();
+        }
+        let Some(x) = f.extra.as_mut() else {
+            return;
+        };
+        if let Some(t) = x.timer.take() {
+            sched.cancel(t);
+        }
+        if cancel {
+            if let Some(par) = x.par.take() {
+                for (b, g) in par.branches {
+                    let st = &self.strands[b as usize];
+                    if st.live && st.gen == g {
+                        self.cancel_strand(sched, b);
+                    }
+                }
+            }
+            let x = f.extra.as_mut().expect("checked");
+            if let Some(c) = x.cancel.take() {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(c)) {
+                    sched.report_unhandled(&panic_error("cancel callback", p));
+                }
+            }
+        }
+    }
+
+    fn new_strand(&mut self, parent: u32, pseq: u32) -> u32 {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.strands.push(Strand::default());
+                (self.strands.len() - 1) as u32
+            }
+        };
+        let st = &mut self.strands[id as usize];
+        st.live = true;
+        st.parent = Some((parent, pseq));
+        id
+    }
+
+    fn release_strand(&mut self, sid: u32) {
+        let st = &mut self.strands[sid as usize];
+        st.live = false;
+        st.gen = st.gen.wrapping_add(1);
+        st.queue.clear();
+        st.frames.clear();
+        st.parent = None;
+        if sid != 0 {
+            self.free.push(sid);
+        }
+    }
+
+    /// Cancels every frame of a strand, innermost first, and releases it.
+    pub(crate) fn cancel_strand(&mut self, sched: &mut Scheduler, sid: u32) {
+        while !self.strands[sid as usize].frames.is_empty() {
+            self.pop_frame(sched, sid, true);
+        }
+        self.release_strand(sid);
+    }
+
+    /// A strand ran out of steps, or failed with nothing left to handle it.
+    fn strand_done(&mut self, sched: &mut Scheduler, sid: u32, res: Result<Args, Error>) {
+        let Some((psid, pseq)) = self.strands[sid as usize].parent else {
+            self.release_strand(sid);
+            self.result = Some(res);
+            return;
+        };
+        self.release_strand(sid);
+        let pst = &mut self.strands[psid as usize];
+        let pgen = pst.gen;
+        let Some(pf) = pst.frames.last_mut().filter(|f| f.seq == pseq) else {
+            return;
+        };
+        let Some(par) = pf.extra.as_mut().and_then(|x| x.par.as_mut()) else {
+            return;
+        };
+        match res {
+            Ok(_) => {
+                par.remaining -= 1;
+                if par.remaining == 0 {
+                    self.pop_frame(sched, psid, false);
+                    self.ready.push_back((psid, pgen, Act::Next(Args::new())));
+                }
+            }
+            Err(e) => {
+                let branches = std::mem::take(&mut par.branches);
+                for (b, g) in branches {
+                    let st = &self.strands[b as usize];
+                    if st.live && st.gen == g {
+                        self.cancel_strand(sched, b);
+                    }
+                }
+                self.ready.push_back((psid, pgen, Act::Fail(e)));
+            }
+        }
+    }
+
+    /// A timeout fired for step `seq`: cancel it and everything above it,
+    /// innermost first, then raise `Timeout` at its level.
+    fn timeout(&mut self, sched: &mut Scheduler, sid: u32, seq: u32) {
+        let Some(st) = self.strands.get(sid as usize).filter(|s| s.live) else {
+            return;
+        };
+        let Some(k) = st.frames.iter().rposition(|f| f.seq == seq) else {
+            return;
+        };
+        let top_is_k = k + 1 == st.frames.len();
+        if st.frames[k].extra.as_ref().and_then(|x| x.timer).is_none() {
+            return; // the timer was replaced or cleared
+        }
+        if top_is_k {
+            if let Some(w) = &st.frames[k].wait {
+                if !w.claim() {
+                    return; // an external completion won and is on its way
+                }
+            }
+        }
+        while self.strands[sid as usize].frames.len() > k + 1 {
+            self.pop_frame(sched, sid, true);
+        }
+        let st = &mut self.strands[sid as usize];
+        let mut f = st.frames.pop().expect("frame k");
+        st.queue.truncate(f.seg as usize);
+        if let Some(x) = f.extra.as_mut() {
+            x.timer = None;
+        }
+        self.end_frame(sched, &mut f, true);
+        f.flags &= !WAIT;
+        let st = &mut self.strands[sid as usize];
+        st.frames.push(f);
+        let gen = st.gen;
+        self.ready
+            .push_front((sid, gen, Act::Fail(Error::new(codes::TIMEOUT))));
+    }
+
+    fn async_stack(&self, sid: u32) -> Vec<&'static str> {
+        let mut chain = vec![sid];
+        let mut cur = sid;
+        while let Some((p, _)) = self.strands[cur as usize].parent {
+            chain.push(p);
+            cur = p;
+        }
+        let mut out = Vec::new();
+        for (i, s) in chain.iter().rev().enumerate() {
+            let frames = &self.strands[*s as usize].frames;
+            let upto = if i + 1 < chain.len() {
+                let (_, pseq) = self.strands[chain[chain.len() - 2 - i] as usize]
+                    .parent
+                    .expect("child");
+                frames
+                    .iter()
+                    .position(|f| f.seq == pseq)
+                    .map_or(frames.len(), |p| p + 1)
+            } else {
+                frames.len()
+            };
+            out.extend(frames[..upto].iter().map(|f| (f.name)()));
+        }
+        out
+    }
+
+    /// Error handling (spec 1.2): walk the levels down from the top frame
+    /// (which raised `err`) to the first one with a handler.
+    fn unwind(&mut self, sched: &mut Scheduler, sid: u32, mut err: Error) -> Option<Act> {
+        if *err.control_ref() != Control::None {
+            match self.loop_control(sched, sid, &err) {
+                Some(act) => return Some(act),
+                None => err = err.into_plain(),
+            }
+        }
+        let stack = self.async_stack(sid);
+        self.state.record_error(&err, stack);
+        let mut origin = true;
+        loop {
+            let st = &mut self.strands[sid as usize];
+            let Some(top) = st.frames.last_mut() else {
+                self.strand_done(sched, sid, Err(err));
+                return None;
+            };
+            st.queue.truncate(top.seg as usize);
+            let catch = if top.flags & HANDLED == 0 {
+                top.catch.take()
+            } else {
+                None
+            };
+            let Some(catch) = catch else {
+                self.pop_frame(sched, sid, !origin);
+                origin = false;
+                continue;
+            };
+            let mut f = self.strands[sid as usize].frames.pop().expect("top");
+            self.end_frame(sched, &mut f, !origin);
+            f.flags = (f.flags | HANDLED) & !WAIT;
+            let st = &mut self.strands[sid as usize];
+            st.frames.push(f);
+            let depth = st.frames.len() - 1;
+            let mut step = Step::new(sched, self, sid, depth, true);
+            let r = catch_unwind(AssertUnwindSafe(|| catch.call(&mut step, &err)));
+            let out = step.into_outcome();
+            let r = match (r, out.misuse) {
+                (_, Some(e)) => Err(e),
+                (Ok(r), None) => r,
+                (Err(p), None) => Err(panic_error("error handler", p)),
+            };
+            let st = &mut self.strands[sid as usize];
+            let top = st.frames.last_mut().expect("handler frame");
+            if out.added {
+                st.queue[top.seg as usize..].reverse();
+            }
+            match r {
+                Err(e2) if *e2.control_ref() != Control::None => {
+                    self.pop_frame(sched, sid, false);
+                    return Some(Act::Fail(e2));
+                }
+                Err(e2) => {
+                    self.pop_frame(sched, sid, false);
+                    let stack = self.async_stack(sid);
+                    self.state.record_error(&e2, stack);
+                    err = e2;
+                }
+                Ok(()) if out.added => return Some(Act::Next(Args::new())),
+                Ok(()) => {
+                    self.pop_frame(sched, sid, false);
+                    if let Some(a) = out.success {
+                        return Some(Act::Next(a));
+                    }
+                }
+            }
+            origin = false;
+        }
+    }
+
+    /// break/continue: find the matching loop in this strand.
+    fn loop_control(&mut self, sched: &mut Scheduler, sid: u32, err: &Error) -> Option<Act> {
+        let (label, brk) = match err.control_ref() {
+            Control::Break(l) => (l.as_deref(), true),
+            Control::Continue(l) => (l.as_deref(), false),
+            Control::None => return None,
+        };
+        let frames = &self.strands[sid as usize].frames;
+        let l = frames.iter().rposition(|f| {
+            f.kind == Kind::Loop
+                && match label {
+                    None => true,
+                    Some(want) => {
+                        f.extra
+                            .as_ref()
+                            .and_then(|x| x.lp.as_ref())
+                            .and_then(|lp| lp.label.as_deref())
+                            == Some(want)
+                    }
+                }
+        })?;
+        self.pop_frame(sched, sid, false);
+        while self.strands[sid as usize].frames.len() > l + 1 {
+            self.pop_frame(sched, sid, true);
+        }
+        if brk {
+            self.pop_frame(sched, sid, false);
+        } else {
+            let st = &mut self.strands[sid as usize];
+            let seg = st.frames[l].seg as usize;
+            st.queue.truncate(seg);
+        }
+        Some(Act::Next(Args::new()))
+    }
+
+    /// Values allocated with `Step::stack` in frame `seq` of `sid` or an ancestor.
+    pub(crate) fn find_frame(&mut self, sid: u32, seq: u32) -> Option<&mut Frame> {
+        let mut cur = sid;
+        loop {
+            let st = &self.strands[cur as usize];
+            if let Some(i) = st.frames.iter().rposition(|f| f.seq == seq) {
+                return self.strands[cur as usize].frames.get_mut(i);
+            }
+            cur = st.parent?.0;
+        }
+    }
+
+    pub(crate) fn extra_of(&mut self, sid: u32, depth: usize) -> &mut Extra {
+        self.strands[sid as usize].frames[depth].extra()
+    }
+}

@@ -1,0 +1,87 @@
+//! Frames (one per executing step, i.e. one per level) and strands (one
+//! sequential line of levels: the root flow, or one parallel branch).
+
+use crate::args::Args;
+use crate::error::Error;
+use crate::steps::def::{BoxFuture, CatchFn, LoopIter, NameFn, StepDef};
+use crate::steps::result::{FutureWake, WaitToken};
+use crate::tool::scheduler::TaskHandle;
+use std::any::Any;
+use std::sync::Arc;
+
+/// What kind of step a frame runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Step,
+    Parallel,
+    Loop,
+    Await,
+}
+
+/// The step waits for an external event (no implicit success).
+pub(crate) const WAIT: u8 = 1;
+/// The error handler of this frame has been taken (it never runs twice).
+pub(crate) const HANDLED: u8 = 2;
+
+/// Rarely used per-step data, allocated on first use.
+#[derive(Default)]
+pub(crate) struct Extra {
+    pub cancel: Option<Box<dyn FnOnce()>>,
+    pub timer: Option<TaskHandle>,
+    pub stack: Vec<Box<dyn Any>>,
+    pub lp: Option<LoopState>,
+    pub par: Option<ParState>,
+    pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,
+}
+
+pub(crate) struct LoopState {
+    /// `None` only while an iteration runs.
+    pub iter: Option<LoopIter>,
+    pub label: Option<String>,
+}
+
+pub(crate) struct ParState {
+    /// Branch strands as (index, generation).
+    pub branches: Vec<(u32, u32)>,
+    pub remaining: u32,
+}
+
+/// One level: the step that executes and owns the sub-steps queued above
+/// `seg` in its strand's queue.
+pub(crate) struct Frame {
+    pub seg: u32,
+    pub seq: u32,
+    pub kind: Kind,
+    pub flags: u8,
+    pub catch: Option<Box<dyn CatchFn>>,
+    pub name: NameFn,
+    pub wait: Option<Arc<WaitToken>>,
+    pub extra: Option<Box<Extra>>,
+}
+
+impl Frame {
+    pub(crate) fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+}
+
+/// A sequential line of execution. Sub-steps of all its levels share one
+/// queue: each level's pending steps form a segment, stored reversed so the
+/// next step is popped from the end; deeper levels sit above shallower ones.
+#[derive(Default)]
+pub(crate) struct Strand {
+    pub frames: Vec<Frame>,
+    pub queue: Vec<StepDef>,
+    /// (parent strand, seq of the parallel frame waiting for this branch).
+    pub parent: Option<(u32, u32)>,
+    pub gen: u32,
+    pub live: bool,
+}
+
+/// What a strand does next.
+pub(crate) enum Act {
+    /// Run the next step at the top level, with these success args.
+    Next(Args),
+    /// Raise this error at the top frame (which raised it itself).
+    Fail(Error),
+}

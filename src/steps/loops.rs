@@ -1,0 +1,218 @@
+//! Loops as steps (spec 1.8, 2.2.4): `loop_`, `repeat`, `for_each`, with labels.
+
+use crate::error::StepResult;
+use crate::steps::def::name_of;
+use crate::steps::step::Step;
+use std::collections::{BTreeMap, HashMap};
+
+/// Collections [`Step::for_each`] walks as `(key, value)` pairs: vectors
+/// (index, item), maps (key, value), and any iterator of pairs through [`Pairs`].
+pub trait LoopItems {
+    /// The key type.
+    type Key: 'static;
+    /// The value type.
+    type Value: 'static;
+    /// The pairs, in visiting order.
+    fn into_pairs(self) -> Box<dyn Iterator<Item = (Self::Key, Self::Value)>>;
+}
+
+impl<T: 'static> LoopItems for Vec<T> {
+    type Key = usize;
+    type Value = T;
+    fn into_pairs(self) -> Box<dyn Iterator<Item = (usize, T)>> {
+        Box::new(self.into_iter().enumerate())
+    }
+}
+
+impl<K: 'static, V: 'static> LoopItems for BTreeMap<K, V> {
+    type Key = K;
+    type Value = V;
+    fn into_pairs(self) -> Box<dyn Iterator<Item = (K, V)>> {
+        Box::new(self.into_iter())
+    }
+}
+
+impl<K: 'static, V: 'static> LoopItems for HashMap<K, V> {
+    type Key = K;
+    type Value = V;
+    fn into_pairs(self) -> Box<dyn Iterator<Item = (K, V)>> {
+        Box::new(self.into_iter())
+    }
+}
+
+/// Wraps any iterator of `(key, value)` pairs for [`Step::for_each`].
+///
+/// ```
+/// use futoin_asyncsteps::Pairs;
+/// let p = Pairs(vec![("a", 1)].into_iter());
+/// # let _ = p;
+/// ```
+pub struct Pairs<I>(pub I);
+
+impl<I, K, V> LoopItems for Pairs<I>
+where
+    I: Iterator<Item = (K, V)> + 'static,
+    K: 'static,
+    V: 'static,
+{
+    type Key = K;
+    type Value = V;
+    fn into_pairs(self) -> Box<dyn Iterator<Item = (K, V)>> {
+        Box::new(self.0)
+    }
+}
+
+impl<'a> Step<'a> {
+    /// Adds a loop that runs `body` until [`break_loop`](Step::break_loop)
+    /// (spec `loop`). Each iteration is a step of its own: sub-steps, waits
+    /// and errors work as anywhere.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.state().set("n", 0u32);
+    ///     s.loop_(|s| {
+    ///         let n = s.state().get_mut::<u32>("n").unwrap();
+    ///         *n += 1;
+    ///         if *n == 3 { return s.break_loop(); }
+    ///         Ok(())
+    ///     });
+    ///     s.add(|s, ()| { let n = *s.state().get::<u32>("n").unwrap(); s.success((n,)) });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(u32,)>(p).unwrap().0, 3);
+    /// ```
+    pub fn loop_<F>(&mut self, body: F) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>) -> StepResult + 'static,
+    {
+        self.loop_impl(None, body)
+    }
+
+    /// [`loop_`](Step::loop_) with a label for `break_label`/`continue_label`.
+    pub fn loop_labeled<F>(&mut self, label: impl Into<String>, body: F) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>) -> StepResult + 'static,
+    {
+        self.loop_impl(Some(label.into()), body)
+    }
+
+    fn loop_impl<F>(&mut self, label: Option<String>, mut body: F) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>) -> StepResult + 'static,
+    {
+        self.push_loop(Box::new(move |s| Some(body(s))), label, name_of::<F>())
+    }
+
+    /// Adds a loop calling `body(s, i)` for `i` in `0..count` (spec `repeat`).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.state().set("sum", 0usize);
+    ///     s.repeat(4, |s, i| { *s.state().get_mut::<usize>("sum").unwrap() += i; Ok(()) });
+    ///     s.add(|s, ()| { let v = *s.state().get::<usize>("sum").unwrap(); s.success((v,)) });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(usize,)>(p).unwrap().0, 6);
+    /// ```
+    pub fn repeat<F>(&mut self, count: usize, body: F) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>, usize) -> StepResult + 'static,
+    {
+        self.repeat_impl(None, count, body)
+    }
+
+    /// [`repeat`](Step::repeat) with a label.
+    pub fn repeat_labeled<F>(
+        &mut self,
+        label: impl Into<String>,
+        count: usize,
+        body: F,
+    ) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>, usize) -> StepResult + 'static,
+    {
+        self.repeat_impl(Some(label.into()), count, body)
+    }
+
+    fn repeat_impl<F>(&mut self, label: Option<String>, count: usize, mut body: F) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>, usize) -> StepResult + 'static,
+    {
+        let mut i = 0usize;
+        self.push_loop(
+            Box::new(move |s| {
+                if i < count {
+                    let r = body(s, i);
+                    i += 1;
+                    Some(r)
+                } else {
+                    None
+                }
+            }),
+            label,
+            name_of::<F>(),
+        )
+    }
+
+    /// Adds a loop calling `body(s, key, value)` for each entry (spec
+    /// `forEach`): vectors give `(index, item)`, maps `(key, value)`.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.state().set("out", String::new());
+    ///     s.for_each(vec!["apple", "banana"], |s, k, v| {
+    ///         s.state().get_mut::<String>("out").unwrap().push_str(&format!("{k}={v};"));
+    ///         Ok(())
+    ///     });
+    ///     s.add(|s, ()| { let o = s.state().get::<String>("out").unwrap().clone(); s.success((o,)) });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(String,)>(p).unwrap().0, "0=apple;1=banana;");
+    /// ```
+    pub fn for_each<I, F>(&mut self, items: I, body: F) -> &mut Self
+    where
+        I: LoopItems,
+        F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + 'static,
+    {
+        self.for_each_impl(None, items, body)
+    }
+
+    /// [`for_each`](Step::for_each) with a label.
+    pub fn for_each_labeled<I, F>(
+        &mut self,
+        label: impl Into<String>,
+        items: I,
+        body: F,
+    ) -> &mut Self
+    where
+        I: LoopItems,
+        F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + 'static,
+    {
+        self.for_each_impl(Some(label.into()), items, body)
+    }
+
+    fn for_each_impl<I, F>(&mut self, label: Option<String>, items: I, mut body: F) -> &mut Self
+    where
+        I: LoopItems,
+        F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + 'static,
+    {
+        let mut it = items.into_pairs();
+        self.push_loop(
+            Box::new(move |s| it.next().map(|(k, v)| body(s, k, v))),
+            label,
+            name_of::<F>(),
+        )
+    }
+}

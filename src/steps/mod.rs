@@ -1,0 +1,11 @@
+//! The AsyncSteps engine: root models, the execution API, levels, parallel,
+//! loops, external completion and futures.
+
+pub(crate) mod def;
+pub(crate) mod flow;
+pub(crate) mod frame;
+pub mod loops;
+pub mod model;
+pub mod parallel;
+pub mod result;
+pub mod step;

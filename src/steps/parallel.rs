@@ -1,0 +1,94 @@
+//! The parallel step builder (spec `parallel()`, 1.4).
+
+use crate::args::FromArgs;
+use crate::error::{Error, StepResult};
+use crate::steps::def::{self, name_of, CatchFn, Exec, StepDef};
+use crate::steps::step::Step;
+
+/// Adds branches to a parallel step; returned by [`Step::parallel`].
+///
+/// Each branch is an independent sequence (its own levels); all start
+/// together, the parallel step succeeds (with no args) when all succeed, and
+/// the first unhandled error cancels the other branches.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, TestTool};
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| {
+///     s.parallel()
+///         .add(|s, ()| { s.state().set("a", 1i32); Ok(()) })
+///         .add(|s, ()| { s.state().set("b", 2i32); Ok(()) });
+///     s.add(|s, ()| {
+///         let st = s.state();
+///         let sum = st.get::<i32>("a").unwrap() + st.get::<i32>("b").unwrap();
+///         s.success((sum,))
+///     });
+///     Ok(())
+/// });
+/// let p = root.promise(&mut tool);
+/// assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 3);
+/// ```
+pub struct Parallel<'s, 'a> {
+    step: &'s mut Step<'a>,
+    idx: Option<usize>,
+}
+
+impl<'s, 'a> Parallel<'s, 'a> {
+    pub(crate) fn new(step: &'s mut Step<'a>, catch: Option<Box<dyn CatchFn>>) -> Self {
+        step.push(StepDef {
+            exec: Exec::Parallel(Vec::new()),
+            catch,
+            name: name_of::<Self>(),
+        });
+        let q = step.queue_mut();
+        let idx = match q.last() {
+            Some(StepDef {
+                exec: Exec::Parallel(_),
+                ..
+            }) => Some(q.len() - 1),
+            _ => None, // refused as misuse; branches are ignored
+        };
+        Parallel { step, idx }
+    }
+
+    fn branch(&mut self, d: StepDef) -> &mut Self {
+        if let Some(i) = self.idx {
+            if let Some(StepDef {
+                exec: Exec::Parallel(v),
+                ..
+            }) = self.step.queue_mut().get_mut(i)
+            {
+                v.push(d);
+            }
+        }
+        self
+    }
+
+    /// Adds a branch.
+    pub fn add<F, A>(&mut self, f: F) -> &mut Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+    {
+        self.branch(StepDef {
+            exec: Exec::Fn(def::once(f)),
+            catch: None,
+            name: name_of::<F>(),
+        })
+    }
+
+    /// Adds a branch with its own error handler.
+    pub fn add_catch<F, A, C>(&mut self, f: F, on_error: C) -> &mut Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+    {
+        self.branch(StepDef {
+            exec: Exec::Fn(def::once(f)),
+            catch: Some(def::once_catch(on_error)),
+            name: name_of::<F>(),
+        })
+    }
+}

@@ -1,0 +1,364 @@
+//! Handles that reach a flow from outside: external completion of a waiting
+//! step, the root's result (promise), root cancel, and future wakers.
+
+use crate::args::{Args, FromArgs, IntoArgs};
+use crate::error::Error;
+use crate::tool::scheduler::FlowKey;
+use crate::tool::shared::{Msg, Shared};
+use parking_lot::{Condvar, Mutex};
+use std::borrow::Cow;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// Exactly-once arbiter between an external completion and the engine
+/// ending the step another way (timeout, cancel, error unwinding).
+pub(crate) struct WaitToken {
+    done: AtomicBool,
+    shared: Arc<Shared>,
+    flow: FlowKey,
+    strand: u32,
+    seq: u32,
+}
+
+impl WaitToken {
+    pub(crate) fn new(shared: Arc<Shared>, flow: FlowKey, strand: u32, seq: u32) -> Arc<Self> {
+        Arc::new(WaitToken {
+            done: AtomicBool::new(false),
+            shared,
+            flow,
+            strand,
+            seq,
+        })
+    }
+
+    /// Takes the right to complete the step; true for the single winner.
+    pub(crate) fn claim(&self) -> bool {
+        !self.done.swap(true, Ordering::AcqRel)
+    }
+
+    /// The step has ended: later external calls are refused.
+    pub(crate) fn close(&self) {
+        self.done.store(true, Ordering::Release);
+    }
+}
+
+/// Completes a step that waits for an external event; from
+/// [`Step::wait_external`](crate::Step::wait_external).
+///
+/// `Send + Sync + Clone`: call [`success`](ExternalHandle::success) or
+/// [`error`](ExternalHandle::error) once, from any thread. From another thread
+/// the completion travels through the loop's inbox and never blocks. A call
+/// after the step has ended (completed, timed out, cancelled) is refused with
+/// an `InternalError` and leaves the flow untouched.
+#[derive(Clone)]
+pub struct ExternalHandle {
+    token: Arc<WaitToken>,
+}
+
+impl std::fmt::Debug for ExternalHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalHandle")
+            .field("valid", &self.is_valid())
+            .finish()
+    }
+}
+
+impl ExternalHandle {
+    pub(crate) fn new(token: Arc<WaitToken>) -> Self {
+        ExternalHandle { token }
+    }
+
+    pub(crate) fn closed(shared: Arc<Shared>) -> Self {
+        let t = WaitToken::new(shared, FlowKey::default(), 0, 0);
+        t.close();
+        ExternalHandle { token: t }
+    }
+
+    fn complete(&self, result: Result<Args, Error>, what: &'static str) -> Result<(), Error> {
+        if !self.token.claim() {
+            return Err(Error::internal(what));
+        }
+        let t = &self.token;
+        t.shared.send(Msg::Complete {
+            flow: t.flow,
+            strand: t.strand,
+            seq: t.seq,
+            result,
+        });
+        Ok(())
+    }
+
+    /// Completes the step with result args (spec `success` from outside).
+    ///
+    /// Fails with `InternalError` when the step has already ended.
+    pub fn success(&self, args: impl IntoArgs) -> Result<(), Error> {
+        self.complete(
+            Ok(args.into_args()),
+            "external success(): the step has already ended",
+        )
+    }
+
+    /// Fails the step with `code` and `info` (spec `error` from outside).
+    ///
+    /// Fails with `InternalError` when the step has already ended.
+    pub fn error(
+        &self,
+        code: impl Into<Cow<'static, str>>,
+        info: impl Into<Cow<'static, str>>,
+    ) -> Result<(), Error> {
+        self.complete(
+            Err(Error::with_info(code, info)),
+            "external error(): the step has already ended",
+        )
+    }
+
+    /// True while the step still waits and no completion has been sent.
+    pub fn is_valid(&self) -> bool {
+        !self.token.done.load(Ordering::Acquire)
+    }
+}
+
+enum Slot {
+    Pending(Option<Waker>),
+    Done(Result<Args, Error>),
+    Taken,
+}
+
+/// The result slot of a root flow started with `promise()`.
+pub(crate) struct Completion {
+    slot: Mutex<Slot>,
+    cv: Condvar,
+    shared: Arc<Shared>,
+    key: OnceLock<FlowKey>,
+    cancel: AtomicBool,
+}
+
+impl Completion {
+    pub(crate) fn new(shared: Arc<Shared>) -> Arc<Self> {
+        Arc::new(Completion {
+            slot: Mutex::new(Slot::Pending(None)),
+            cv: Condvar::new(),
+            shared,
+            key: OnceLock::new(),
+            cancel: AtomicBool::new(false),
+        })
+    }
+
+    /// Records the flow key once started; a cancel requested before that is
+    /// sent now.
+    pub(crate) fn bind(&self, key: FlowKey) {
+        let _ = self.key.set(key);
+        if self.cancel.load(Ordering::Acquire) {
+            self.shared.send(Msg::Cancel(key));
+        }
+    }
+
+    pub(crate) fn complete(&self, r: Result<Args, Error>) {
+        let mut s = self.slot.lock();
+        if let Slot::Pending(Some(w)) = std::mem::replace(&mut *s, Slot::Done(r)) {
+            w.wake();
+        }
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    fn request_cancel(&self) {
+        self.cancel.store(true, Ordering::Release);
+        if let Some(k) = self.key.get() {
+            self.shared.send(Msg::Cancel(*k));
+        }
+    }
+
+    fn take(&self) -> Option<Result<Args, Error>> {
+        let mut s = self.slot.lock();
+        match std::mem::replace(&mut *s, Slot::Taken) {
+            Slot::Done(r) => Some(r),
+            Slot::Taken => Some(Err(Error::internal("promise result already taken"))),
+            p @ Slot::Pending(_) => {
+                *s = p;
+                None
+            }
+        }
+    }
+}
+
+/// The result of a root flow (spec `promise()`): a `Future`, a blocking
+/// [`wait`](Promise::wait), and [`cancel`](Promise::cancel) from any thread.
+///
+/// `T` is the typed result: the final success args converted with
+/// [`FromArgs`] (a mismatch is an `InternalError`). A cancelled flow gives
+/// [`codes::CANCELED`].
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncTool, AsyncSteps};
+/// let mut tool = AsyncTool::new().unwrap();
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| s.success(("done".to_string(),)));
+/// let p = root.promise(&mut tool);
+/// let (msg,): (String,) = tool.block_on(p).unwrap();
+/// assert_eq!(msg, "done");
+/// ```
+#[must_use = "a promise does nothing unless awaited, waited or blocked on"]
+pub struct Promise<T: FromArgs = Args> {
+    comp: Arc<Completion>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: FromArgs> std::fmt::Debug for Promise<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Promise")
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+impl<T: FromArgs> Promise<T> {
+    pub(crate) fn new(comp: Arc<Completion>) -> Self {
+        Promise {
+            comp,
+            _t: PhantomData,
+        }
+    }
+
+    fn convert(r: Result<Args, Error>) -> Result<T, Error> {
+        r.and_then(|mut a| T::from_args(&mut a))
+    }
+
+    /// Cancels the flow (spec root `cancel()`); safe from any thread, before
+    /// or after it started. The promise then resolves to `Canceled`.
+    pub fn cancel(&self) {
+        self.comp.request_cancel();
+    }
+
+    /// True once the flow has ended.
+    pub fn is_done(&self) -> bool {
+        !matches!(*self.comp.slot.lock(), Slot::Pending(_))
+    }
+
+    /// The result if the flow has ended, without blocking.
+    pub fn try_take(&mut self) -> Option<Result<T, Error>> {
+        self.comp.take().map(Self::convert)
+    }
+
+    /// Blocks the calling thread until the flow ends. On the loop's own
+    /// thread this would never return: it fails at once with an
+    /// `InternalError`; use [`AsyncTool::block_on`](crate::AsyncTool::block_on)
+    /// there.
+    pub fn wait(self) -> Result<T, Error> {
+        if self.comp.shared.is_same_thread() && !self.is_done() {
+            return Err(Error::internal(
+                "Promise::wait() on the loop's own thread would deadlock; use block_on()",
+            ));
+        }
+        let mut s = self.comp.slot.lock();
+        while matches!(*s, Slot::Pending(_)) {
+            self.comp.cv.wait(&mut s);
+        }
+        drop(s);
+        Self::convert(self.comp.take().expect("done"))
+    }
+}
+
+impl<T: FromArgs> Future for Promise<T> {
+    type Output = Result<T, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut s = self.comp.slot.lock();
+        match &mut *s {
+            Slot::Pending(w) => {
+                if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *w = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            _ => {
+                drop(s);
+                Poll::Ready(Self::convert(self.comp.take().expect("done")))
+            }
+        }
+    }
+}
+
+/// A light handle of a started root flow: cancel it from any thread.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, TestTool};
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| { s.wait_external(); Ok(()) });
+/// let h = root.execute(&mut tool);
+/// tool.run_all();
+/// assert_eq!(tool.stats().flows, 1);
+/// h.cancel();
+/// tool.run_all();
+/// assert_eq!(tool.stats().flows, 0);
+/// ```
+#[derive(Clone)]
+pub struct FlowHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) key: FlowKey,
+}
+
+impl std::fmt::Debug for FlowHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowHandle").finish_non_exhaustive()
+    }
+}
+
+impl FlowHandle {
+    /// Cancels the flow (spec root `cancel()`): on its next turn its cancel
+    /// callbacks run innermost first and it ends. Never blocks.
+    pub fn cancel(&self) {
+        self.shared.send(Msg::Cancel(self.key));
+    }
+
+    /// True on the flow's loop thread.
+    pub fn is_same_thread(&self) -> bool {
+        self.shared.is_same_thread()
+    }
+}
+
+/// Wakes an awaiting step through its loop's inbox.
+pub(crate) struct FutureWake {
+    shared: Arc<Shared>,
+    flow: FlowKey,
+    strand: u32,
+    seq: u32,
+    queued: AtomicBool,
+}
+
+impl Wake for FutureWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.shared.send(Msg::Poll {
+                flow: self.flow,
+                strand: self.strand,
+                seq: self.seq,
+            });
+        }
+    }
+}
+
+impl FutureWake {
+    pub(crate) fn new(shared: Arc<Shared>, flow: FlowKey, strand: u32, seq: u32) -> Arc<Self> {
+        Arc::new(FutureWake {
+            shared,
+            flow,
+            strand,
+            seq,
+            queued: AtomicBool::new(false),
+        })
+    }
+
+    /// Allows the next wake to queue a poll again; called right before polling.
+    pub(crate) fn rearm(&self) {
+        self.queued.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,456 @@
+//! [`Step`]: the execution API handed to step callbacks (spec 2.2.2, 2.2.4).
+
+use crate::args::{Args, FromArgs, IntoArgs};
+use crate::error::{Control, Error, StepResult};
+use crate::state::State;
+use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::flow::Flow;
+use crate::steps::frame::WAIT;
+use crate::steps::model::AsyncSteps;
+use crate::steps::parallel::Parallel;
+use crate::steps::result::{ExternalHandle, WaitToken};
+use crate::tool::scheduler::Scheduler;
+use std::borrow::Cow;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// What a callback did through its [`Step`].
+pub(crate) struct Outcome {
+    pub success: Option<Args>,
+    pub added: bool,
+    pub misuse: Option<Error>,
+}
+
+/// The execution API of one running step: given as `&mut Step` to every
+/// execute and error callback.
+///
+/// A callback completes in one of these ways (spec 2.1):
+/// - returns `Ok(())` without anything else: implicit success (spec 1.6);
+/// - calls [`success`](Step::success) with result args;
+/// - returns an error ([`error`](Step::error), `?`, or any `Err`);
+/// - adds sub-steps ([`add`](Step::add), [`parallel`](Step::parallel), loops):
+///   they run after the callback returns, and the last one's result becomes
+///   this step's result;
+/// - waits for an external event ([`wait_external`](Step::wait_external),
+///   [`set_timeout`](Step::set_timeout), [`set_cancel`](Step::set_cancel)).
+///
+/// Misuse (success twice, success after add, ...) fails the step with an
+/// `InternalError` whose info says what was wrong, even when the callback
+/// ignores the returned `Err`.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, TestTool};
+///
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| {
+///     s.add(|s, ()| s.success((2i32, 3i32)));
+///     s.add(|s, (a, b): (i32, i32)| s.success((a * b,)));
+///     Ok(())
+/// });
+/// let p = root.promise(&mut tool);
+/// let (v,): (i32,) = tool.block_on(p).unwrap();
+/// assert_eq!(v, 6);
+/// ```
+pub struct Step<'a> {
+    sched: &'a mut Scheduler,
+    flow: &'a mut Flow,
+    sid: u32,
+    depth: usize,
+    handler: bool,
+    out: Outcome,
+}
+
+/// A typed reference to a value allocated with [`Step::stack`]; valid while
+/// that step runs (including its sub-steps), `Copy`, usable in sub-steps.
+pub struct StackRef<T> {
+    seq: u32,
+    idx: u32,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for StackRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for StackRef<T> {}
+
+impl<T> std::fmt::Debug for StackRef<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StackRef(step {}, slot {})", self.seq, self.idx)
+    }
+}
+
+impl<'a> Step<'a> {
+    pub(crate) fn new(
+        sched: &'a mut Scheduler,
+        flow: &'a mut Flow,
+        sid: u32,
+        depth: usize,
+        handler: bool,
+    ) -> Self {
+        Step {
+            sched,
+            flow,
+            sid,
+            depth,
+            handler,
+            out: Outcome {
+                success: None,
+                added: false,
+                misuse: None,
+            },
+        }
+    }
+
+    pub(crate) fn into_outcome(self) -> Outcome {
+        self.out
+    }
+
+    fn misuse(&mut self, info: &'static str) -> StepResult {
+        let e = Error::internal(info);
+        if self.out.misuse.is_none() {
+            self.out.misuse = Some(e.clone());
+        }
+        Err(e)
+    }
+
+    pub(crate) fn push(&mut self, def: StepDef) {
+        if self.out.success.is_some() {
+            let _ = self.misuse("add() after success() in the same step");
+            return;
+        }
+        self.out.added = true;
+        self.flow.strands[self.sid as usize].queue.push(def);
+    }
+
+    /// Adds a sub-step (spec `add`). It runs after this callback returns;
+    /// its callback receives the previous step's result as typed args.
+    ///
+    /// Returns `&mut Self` for chaining.
+    pub fn add<F, A>(&mut self, f: F) -> &mut Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+    {
+        self.push(StepDef {
+            exec: Exec::Fn(def::once(f)),
+            catch: None,
+            name: name_of::<F>(),
+        });
+        self
+    }
+
+    /// Adds a sub-step with an error handler (spec `add(func, onerror)`).
+    ///
+    /// The handler gets the error and completes by: [`success`](Step::success)
+    /// (recovered, execution goes on after this step), returning an error
+    /// (replaces it), adding steps (they run at this level instead), or
+    /// returning `Ok(())` silently (the error goes on to outer handlers).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.add_catch(
+    ///         |s, ()| s.error("NotFound", "no such user"),
+    ///         |s, e| s.success((format!("fallback after {}", e.code()),)),
+    ///     );
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// let (msg,): (String,) = tool.block_on(p).unwrap();
+    /// assert_eq!(msg, "fallback after NotFound");
+    /// ```
+    pub fn add_catch<F, A, C>(&mut self, f: F, on_error: C) -> &mut Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+    {
+        self.push(StepDef {
+            exec: Exec::Fn(def::once(f)),
+            catch: Some(def::once_catch(on_error)),
+            name: name_of::<F>(),
+        });
+        self
+    }
+
+    /// Adds a parallel step (spec `parallel`); add its branches to the
+    /// returned builder. All branches start together; the first error
+    /// cancels the others; branches pass results through [`state`](Step::state).
+    pub fn parallel(&mut self) -> Parallel<'_, 'a> {
+        Parallel::new(self, None)
+    }
+
+    /// [`parallel`](Step::parallel) with an error handler.
+    pub fn parallel_catch<C>(&mut self, on_error: C) -> Parallel<'_, 'a>
+    where
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+    {
+        Parallel::new(self, Some(def::once_catch(on_error)))
+    }
+
+    pub(crate) fn queue_mut(&mut self) -> &mut Vec<StepDef> {
+        &mut self.flow.strands[self.sid as usize].queue
+    }
+
+    /// Adds a step that completes with `args` (spec `successStep`).
+    pub fn success_step(&mut self, args: impl IntoArgs + 'static) -> &mut Self {
+        self.add(move |s, ()| s.success(args))
+    }
+
+    /// Completes this step with result args (spec `success`); the next step
+    /// receives them. Call it at most once, and not after adding sub-steps.
+    ///
+    /// Returns `Ok(())`, or the `InternalError` of a misuse (which also fails
+    /// the step even if ignored).
+    pub fn success(&mut self, args: impl IntoArgs) -> StepResult {
+        if self.out.success.is_some() {
+            return self.misuse("success() called twice in the same step");
+        }
+        if self.out.added {
+            return self.misuse("success() after add(): sub-steps complete this step");
+        }
+        self.out.success = Some(args.into_args());
+        Ok(())
+    }
+
+    /// Builds the error to return (spec `error(code, info)`): `return
+    /// s.error("NotFound", "no such user")` or `s.error(...)?`.
+    pub fn error(
+        &mut self,
+        code: impl Into<Cow<'static, str>>,
+        info: impl Into<Cow<'static, str>>,
+    ) -> StepResult {
+        Err(Error::with_info(code, info))
+    }
+
+    fn frame_flags(&mut self) -> &mut u8 {
+        &mut self.flow.strands[self.sid as usize].frames[self.depth].flags
+    }
+
+    fn waiting_allowed(&mut self, what: &'static str) -> bool {
+        if self.handler {
+            let _ = self.misuse(what);
+            return false;
+        }
+        *self.frame_flags() |= WAIT;
+        true
+    }
+
+    /// Limits this step and its whole sub-tree to `timeout` (spec
+    /// `setTimeout`); when it expires, cancel callbacks run innermost first
+    /// and a `Timeout` error is raised at this step. A later call replaces the
+    /// limit. Disables implicit success when no sub-steps are added.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        if !self.waiting_allowed("set_timeout() is not allowed in an error handler") {
+            return;
+        }
+        let seq = self.flow.strands[self.sid as usize].frames[self.depth].seq;
+        let t = self
+            .sched
+            .flow_timeout(timeout, self.flow.key, self.sid, seq);
+        let old = self.flow.extra_of(self.sid, self.depth).timer.replace(t);
+        if let Some(old) = old {
+            self.sched.cancel(old);
+        }
+    }
+
+    /// Sets the callback that cancels this step's external activity (spec
+    /// `setCancel`); it runs when the step is cancelled, times out, or an
+    /// error unwinds through it. Disables implicit success.
+    pub fn set_cancel(&mut self, on_cancel: impl FnOnce() + 'static) {
+        if !self.waiting_allowed("set_cancel() is not allowed in an error handler") {
+            return;
+        }
+        self.flow.extra_of(self.sid, self.depth).cancel = Some(Box::new(on_cancel));
+    }
+
+    /// Marks this step as waiting for an external event (spec `waitExternal`)
+    /// and returns a `Send + Sync` handle that completes it from any thread.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+    /// let mut tool = AsyncTool::new().unwrap();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     let h = s.wait_external();
+    ///     std::thread::spawn(move || h.success((5i32,)).unwrap());
+    ///     Ok(())
+    /// });
+    /// root.add(|s, (v,): (i32,)| s.success((v + 1,)));
+    /// let p = root.promise(&mut tool);
+    /// let (v,): (i32,) = tool.block_on(p).unwrap();
+    /// assert_eq!(v, 6);
+    /// ```
+    pub fn wait_external(&mut self) -> ExternalHandle {
+        if !self.waiting_allowed("wait_external() is not allowed in an error handler") {
+            return ExternalHandle::closed(self.sched.shared.clone());
+        }
+        let f = &mut self.flow.strands[self.sid as usize].frames[self.depth];
+        let token = f
+            .wait
+            .get_or_insert_with(|| {
+                WaitToken::new(self.sched.shared.clone(), self.flow.key, self.sid, f.seq)
+            })
+            .clone();
+        ExternalHandle::new(token)
+    }
+
+    /// The flow's state map (spec `state()`), shared by all its steps.
+    pub fn state(&mut self) -> &mut State {
+        &mut self.flow.state
+    }
+
+    /// Allocates `value` for the lifetime of this step (spec `stack`); it is
+    /// dropped when the step ends in any way. Sub-steps reach it with
+    /// [`stack_get`](Step::stack_get).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     let buf = s.stack(Vec::<u8>::new());
+    ///     s.add(move |s, ()| {
+    ///         s.stack_get(buf)?.push(1);
+    ///         Ok(())
+    ///     });
+    ///     s.add(move |s, ()| {
+    ///         let n = s.stack_get(buf)?.len();
+    ///         s.success((n,))
+    ///     });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(usize,)>(p).unwrap().0, 1);
+    /// ```
+    pub fn stack<T: 'static>(&mut self, value: T) -> StackRef<T> {
+        let seq = self.flow.strands[self.sid as usize].frames[self.depth].seq;
+        let x = self.flow.extra_of(self.sid, self.depth);
+        x.stack.push(Box::new(value));
+        StackRef {
+            seq,
+            idx: (x.stack.len() - 1) as u32,
+            _t: PhantomData,
+        }
+    }
+
+    /// The value behind a [`StackRef`]; `InternalError` when its step has
+    /// ended or the reference is not from this flow's ancestry.
+    pub fn stack_get<T: 'static>(&mut self, r: StackRef<T>) -> Result<&mut T, Error> {
+        self.flow
+            .find_frame(self.sid, r.seq)
+            .and_then(|f| f.extra.as_mut())
+            .and_then(|x| x.stack.get_mut(r.idx as usize))
+            .and_then(|b| (**b).downcast_mut::<T>())
+            .ok_or_else(|| Error::internal("stack_get(): the step that owns this value has ended"))
+    }
+
+    /// Adds a step that awaits any Rust `Future` (spec `await`, 1.13). Its
+    /// output completes the step: `Ok(args)` as success, `Err(e)` as error.
+    /// The future is polled on this loop only when woken; cancelling the step
+    /// drops it.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, Error, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.await_future(async { Ok::<_, Error>((40i32 + 2,)) });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 42);
+    /// ```
+    pub fn await_future<Fut, T, E>(&mut self, fut: Fut) -> &mut Self
+    where
+        Fut: Future<Output = Result<T, E>> + 'static,
+        T: IntoArgs,
+        E: Into<Error>,
+    {
+        self.push(StepDef {
+            exec: Exec::Await(Box::pin(async move {
+                fut.await.map(IntoArgs::into_args).map_err(Into::into)
+            })),
+            catch: None,
+            name: name_of::<Fut>(),
+        });
+        self
+    }
+
+    /// Copies the steps and missing state variables of a model (spec `copyFrom`)
+    /// as sub-steps of this step.
+    pub fn copy_from(&mut self, model: &AsyncSteps) -> &mut Self {
+        for d in &model.steps {
+            if let Some(c) = d.try_clone() {
+                self.push(c);
+            }
+        }
+        self.flow.state.copy_missing(&model.state);
+        self
+    }
+
+    /// A new, empty root for standalone execution (spec `newInstance`);
+    /// start it with [`AsyncSteps::execute`] on [`tool`](Step::tool).
+    pub fn new_instance(&self) -> AsyncSteps {
+        AsyncSteps::new()
+    }
+
+    /// The loop this flow runs on: schedule callbacks, start other flows.
+    pub fn tool(&mut self) -> &mut Scheduler {
+        self.sched
+    }
+
+    /// True while this step runs its error handler.
+    pub fn in_error_handler(&self) -> bool {
+        self.handler
+    }
+
+    /// The flow's loop thread check (spec `is_same_thread`).
+    pub fn is_same_thread(&self) -> bool {
+        self.sched.is_same_thread()
+    }
+
+    // -- loops (spec 1.8, 2.2.4) --
+
+    pub(crate) fn push_loop(
+        &mut self,
+        iter: crate::steps::def::LoopIter,
+        label: Option<String>,
+        name: crate::steps::def::NameFn,
+    ) -> &mut Self {
+        self.push(StepDef {
+            exec: Exec::Loop(Box::new((iter, label))),
+            catch: None,
+            name,
+        });
+        self
+    }
+
+    /// Breaks the innermost loop (spec `break`): `return s.break_loop();`.
+    pub fn break_loop(&mut self) -> StepResult {
+        Err(Error::control(Control::Break(None)))
+    }
+
+    /// Breaks loops up to and including the one labelled `label`. When no
+    /// enclosing loop has that label, handlers see a `LoopBreak` error.
+    pub fn break_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
+        Err(Error::control(Control::Break(Some(label.into()))))
+    }
+
+    /// Continues with the next iteration of the innermost loop (spec `continue`).
+    pub fn continue_loop(&mut self) -> StepResult {
+        Err(Error::control(Control::Continue(None)))
+    }
+
+    /// Continues the loop labelled `label`, leaving inner loops. When no
+    /// enclosing loop has that label, handlers see a `LoopCont` error.
+    pub fn continue_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
+        Err(Error::control(Control::Continue(Some(label.into()))))
+    }
+}

@@ -1,0 +1,177 @@
+//! [`TestTool`]: a deterministic loop with virtual time, for tests.
+
+use crate::args::FromArgs;
+use crate::error::Error;
+use crate::steps::result::Promise;
+use crate::tool::scheduler::{Scheduler, Stats};
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+/// A loop whose clock moves only when told to: run one event, run all,
+/// advance time, inspect what is pending. Nothing sleeps, so time-dependent
+/// flows (timeouts, deferred callbacks) are tested exactly and instantly.
+///
+/// Other threads may still post to it (external completions); their
+/// messages run when the test drives the tool.
+///
+/// ```
+/// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+/// use std::time::Duration;
+///
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| { s.set_timeout(Duration::from_secs(30)); Ok(()) });
+/// let mut p = root.promise::<()>(&mut tool);
+/// tool.run_all_ready();
+/// tool.advance(Duration::from_secs(29));
+/// assert!(p.try_take().is_none());
+/// tool.advance(Duration::from_secs(1));
+/// assert_eq!(p.try_take().unwrap().unwrap_err().code(), codes::TIMEOUT);
+/// ```
+pub struct TestTool {
+    sched: Scheduler,
+    start: Instant,
+}
+
+impl std::fmt::Debug for TestTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestTool")
+            .field("elapsed", &self.elapsed())
+            .field("stats", &self.sched.stats())
+            .finish()
+    }
+}
+
+impl Default for TestTool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestTool {
+    /// A new virtual-time loop on the calling thread.
+    pub fn new() -> Self {
+        let start = Instant::now();
+        TestTool {
+            sched: Scheduler::new(start),
+            start,
+        }
+    }
+
+    /// Virtual time elapsed since creation.
+    pub fn elapsed(&self) -> Duration {
+        self.sched.now - self.start
+    }
+
+    /// Runs the next event: a message, a ready callback or flow continuation,
+    /// or else the earliest timer (moving the clock to it). False when
+    /// nothing is pending.
+    pub fn run_one(&mut self) -> bool {
+        if let Some(m) = self.sched.shared.pop() {
+            self.sched.dispatch_one(m);
+            return true;
+        }
+        self.sched.fire_timers();
+        if self.sched.run_one_entry() {
+            return true;
+        }
+        match self.sched.next_deadline() {
+            Some(at) => {
+                self.sched.now = at;
+                self.sched.fire_timers();
+                self.sched.run_one_entry()
+            }
+            None => false,
+        }
+    }
+
+    /// Runs events until nothing is pending, moving the clock through every
+    /// timer; returns how many ran. A flow that never stops (an endless
+    /// loop) makes this never return: use [`run_for`](TestTool::run_for).
+    pub fn run_all(&mut self) -> usize {
+        let mut n = 0;
+        while self.run_one() {
+            n += 1;
+        }
+        n
+    }
+
+    /// Like [`run_all`](TestTool::run_all) but stops after `max` events.
+    pub fn run_for(&mut self, max: usize) -> usize {
+        let mut n = 0;
+        while n < max && self.run_one() {
+            n += 1;
+        }
+        n
+    }
+
+    /// Runs everything due now without moving the clock.
+    pub fn run_all_ready(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            if let Some(m) = self.sched.shared.pop() {
+                self.sched.dispatch_one(m);
+                n += 1;
+                continue;
+            }
+            self.sched.fire_timers();
+            if !self.sched.run_one_entry() {
+                return n;
+            }
+            n += 1;
+        }
+    }
+
+    /// Moves the clock forward by `d`, running every event that falls due
+    /// on the way, in deadline order.
+    pub fn advance(&mut self, d: Duration) -> usize {
+        let target = self.sched.now + d;
+        let mut n = self.run_all_ready();
+        while let Some(at) = self.sched.next_deadline() {
+            if at > target {
+                break;
+            }
+            self.sched.now = self.sched.now.max(at);
+            n += self.run_all_ready();
+        }
+        self.sched.now = target;
+        n + self.run_all_ready()
+    }
+
+    /// What is pending: flows, timers, ready callbacks, inbox messages.
+    pub fn pending(&self) -> Stats {
+        self.sched.stats()
+    }
+
+    /// Runs events until `p`'s flow ends and returns its result. A flow
+    /// that still waits when nothing is pending gives an `InternalError` at
+    /// once instead of hanging (messages from other threads are not awaited:
+    /// use [`AsyncTool`](crate::AsyncTool) for that).
+    pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
+        loop {
+            if let Some(r) = p.try_take() {
+                return r;
+            }
+            if !self.run_one() {
+                return p.try_take().unwrap_or_else(|| {
+                    Err(Error::internal(
+                        "block_on(): the flow still waits and nothing is pending",
+                    ))
+                });
+            }
+        }
+    }
+}
+
+impl Deref for TestTool {
+    type Target = Scheduler;
+    fn deref(&self) -> &Scheduler {
+        &self.sched
+    }
+}
+
+impl DerefMut for TestTool {
+    fn deref_mut(&mut self) -> &mut Scheduler {
+        &mut self.sched
+    }
+}

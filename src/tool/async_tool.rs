@@ -1,0 +1,182 @@
+//! [`AsyncTool`]: a mio event loop owning a [`Scheduler`].
+
+use crate::args::FromArgs;
+use crate::error::Error;
+use crate::steps::result::Promise;
+use crate::tool::handle::ToolHandle;
+use crate::tool::scheduler::Scheduler;
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::time::{Duration, Instant};
+
+const WAKER: mio::Token = mio::Token(usize::MAX);
+
+/// One event loop on the current thread (spec 2.6 AsyncTool): immediate and
+/// deferred callbacks, the flows pinned to it, and a cross-thread inbox woken
+/// through a `mio::Waker`.
+///
+/// It derefs to [`Scheduler`] for `immediate`, `deferred`, `cancel`,
+/// `is_valid`, `is_same_thread` and `stats`. Drive it yourself with
+/// [`iterate`](AsyncTool::iterate) (to embed it in another loop), until a flow
+/// ends with [`block_on`](AsyncTool::block_on), until nothing is left with
+/// [`run_until_idle`](AsyncTool::run_until_idle), or give it a thread with
+/// [`AsyncTool::spawn`].
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+/// use std::time::Duration;
+///
+/// let mut tool = AsyncTool::new()?;
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| {
+///     let h = s.wait_external();
+///     s.tool().deferred(Duration::from_millis(1), move |_| { h.success((7u8,)).unwrap(); });
+///     Ok(())
+/// });
+/// let p = root.promise(&mut tool);
+/// assert_eq!(tool.block_on::<(u8,)>(p).unwrap().0, 7);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct AsyncTool {
+    sched: Scheduler,
+    poll: mio::Poll,
+    events: mio::Events,
+}
+
+impl std::fmt::Debug for AsyncTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncTool")
+            .field("stats", &self.sched.stats())
+            .finish()
+    }
+}
+
+impl AsyncTool {
+    /// A new loop bound to the calling thread.
+    pub fn new() -> io::Result<Self> {
+        let poll = mio::Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), WAKER)?;
+        let sched = Scheduler::new(Instant::now());
+        sched.shared.set_waker(waker);
+        Ok(AsyncTool {
+            sched,
+            poll,
+            events: mio::Events::with_capacity(256),
+        })
+    }
+
+    /// The mio registry of this loop, for I/O sources.
+    pub fn registry(&self) -> &mio::Registry {
+        self.poll.registry()
+    }
+
+    /// Runs one turn: inbox, due timers and the callbacks queued before the
+    /// turn. When there was nothing to run, first blocks up to `max_wait`
+    /// (`None`: until the next timer or message) for work to arrive.
+    /// Returns how many events ran.
+    pub fn iterate(&mut self, max_wait: Option<Duration>) -> io::Result<usize> {
+        self.sched.now = Instant::now();
+        let n = self.sched.run_pass();
+        if n > 0 || self.sched.has_immediates() {
+            return Ok(n);
+        }
+        let mut wait = max_wait;
+        if let Some(at) = self.sched.next_deadline() {
+            let d = at.saturating_duration_since(self.sched.now);
+            wait = Some(wait.map_or(d, |w| w.min(d)));
+        }
+        if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep() {
+            let r = self.poll.poll(&mut self.events, wait);
+            self.sched.shared.woke();
+            match r {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.sched.now = Instant::now();
+        Ok(self.sched.run_pass())
+    }
+
+    /// Runs until no callback, timer, message or flow continuation is left.
+    /// Flows that wait for an external event with no timer do not keep it
+    /// running.
+    pub fn run_until_idle(&mut self) -> io::Result<()> {
+        loop {
+            self.iterate(Some(Duration::ZERO))?;
+            if self.sched.is_idle() {
+                return Ok(());
+            }
+            if !self.sched.has_immediates() {
+                self.iterate(None)?;
+            }
+        }
+    }
+
+    /// Runs until a [`ToolHandle::stop`] arrives.
+    pub fn run(&mut self) -> io::Result<()> {
+        loop {
+            self.iterate(None)?;
+            if self.sched.take_stop() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs the loop until `p`'s flow ends and returns its result.
+    pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
+        loop {
+            if let Some(r) = p.try_take() {
+                return r;
+            }
+            self.iterate(None).map_err(Error::from)?;
+        }
+    }
+
+    /// Starts a loop on a new thread named `name`, running until
+    /// [`ToolHandle::stop`]; flows are started on it through the handle.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+    /// let (h, thread) = AsyncTool::spawn("loop-0")?;
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| s.success((1u8,)));
+    /// assert_eq!(h.promise::<(u8,)>(root).wait().unwrap().0, 1);
+    /// h.stop();
+    /// thread.join().unwrap();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn(name: &str) -> io::Result<(ToolHandle, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let th = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || match AsyncTool::new() {
+                Ok(mut tool) => {
+                    let _ = tx.send(Ok(tool.handle()));
+                    if let Err(e) = tool.run() {
+                        eprintln!("futoin-asyncsteps: loop stopped: {e}");
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            })?;
+        let h = rx
+            .recv()
+            .map_err(|_| io::Error::other("loop thread ended before starting"))??;
+        Ok((h, th))
+    }
+}
+
+impl Deref for AsyncTool {
+    type Target = Scheduler;
+    fn deref(&self) -> &Scheduler {
+        &self.sched
+    }
+}
+
+impl DerefMut for AsyncTool {
+    fn deref_mut(&mut self) -> &mut Scheduler {
+        &mut self.sched
+    }
+}

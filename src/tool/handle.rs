@@ -1,0 +1,63 @@
+//! [`ToolHandle`]: post work to a loop from any thread.
+
+use crate::args::FromArgs;
+use crate::steps::model::AsyncSteps;
+use crate::steps::result::{Completion, Promise};
+use crate::tool::scheduler::Scheduler;
+use crate::tool::shared::{Msg, Shared};
+use std::sync::Arc;
+
+/// A `Send + Sync + Clone` handle of one loop. Everything it does is queued in
+/// the loop's inbox and never blocks the caller.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+/// let mut tool = AsyncTool::new()?;
+/// let h = tool.handle();
+/// let p = std::thread::spawn(move || {
+///     let mut root = AsyncSteps::new();
+///     root.add(|s, ()| s.success((9u32,)));
+///     h.promise::<(u32,)>(root)
+/// }).join().unwrap();
+/// assert_eq!(tool.block_on(p).unwrap().0, 9);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct ToolHandle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ToolHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolHandle").finish_non_exhaustive()
+    }
+}
+
+impl ToolHandle {
+    /// Runs `f` on the loop.
+    pub fn call(&self, f: impl FnOnce(&mut Scheduler) + Send + 'static) {
+        self.shared.send(Msg::Call(Box::new(f)));
+    }
+
+    /// Starts a flow on the loop; unhandled errors go to its hook.
+    pub fn execute(&self, root: AsyncSteps) {
+        self.shared.send(Msg::Execute(root, None));
+    }
+
+    /// Starts a flow on the loop and returns its result.
+    pub fn promise<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
+        let c = Completion::new(self.shared.clone());
+        self.shared.send(Msg::Execute(root, Some(c.clone())));
+        Promise::new(c)
+    }
+
+    /// Makes a loop in [`run`](crate::AsyncTool::run) mode return.
+    pub fn stop(&self) {
+        self.shared.send(Msg::Stop);
+    }
+
+    /// True on the loop's own thread.
+    pub fn is_same_thread(&self) -> bool {
+        self.shared.is_same_thread()
+    }
+}

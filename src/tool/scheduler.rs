@@ -1,0 +1,416 @@
+//! The loop core shared by [`AsyncTool`](crate::AsyncTool) and
+//! [`TestTool`](crate::TestTool): immediate queue, timers, flows, inbox.
+
+use crate::error::Error;
+use crate::steps::flow::{Flow, Resume};
+use crate::steps::model::AsyncSteps;
+use crate::steps::result::{Completion, FlowHandle};
+use crate::tool::shared::{Msg, Shared};
+use slotmap::{new_key_type, SlotMap};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+new_key_type! {
+    /// Handle of a scheduled callback (spec 2.6 `Handle`): pass it to
+    /// [`Scheduler::cancel`] or [`Scheduler::is_valid`].
+    pub struct TaskHandle;
+    /// Identifies a flow on its loop.
+    pub(crate) struct FlowKey;
+}
+
+/// Steps a flow may run before it yields the loop to other work.
+pub(crate) const BURST: u32 = 1024;
+/// Flows kept for reuse after they finish.
+const FLOW_POOL: usize = 256;
+
+enum Task {
+    User(Box<dyn FnOnce(&mut Scheduler)>),
+    Timeout {
+        flow: FlowKey,
+        strand: u32,
+        seq: u32,
+    },
+}
+
+struct TaskSlot {
+    task: Task,
+    timer: bool,
+}
+
+enum Entry {
+    Task(TaskHandle),
+    Flow(FlowKey),
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct TimerEntry {
+    at: Instant,
+    order: u64,
+    task: TaskHandle,
+}
+
+/// Counters a harness can read; see [`Scheduler::stats`].
+///
+/// ```
+/// let tool = futoin_asyncsteps::TestTool::new();
+/// let st = tool.stats();
+/// assert_eq!((st.flows, st.timers, st.immediates), (0, 0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Flows started and not yet finished.
+    pub flows: usize,
+    /// Steps executed since the loop was created.
+    pub steps: u64,
+    /// Deferred callbacks pending (cancelled ones excluded).
+    pub timers: usize,
+    /// Immediate callbacks and flow continuations queued.
+    pub immediates: usize,
+    /// Messages waiting in the cross-thread inbox.
+    pub inbox: usize,
+}
+
+type ErrorHook = Box<dyn FnMut(&Error)>;
+
+/// The event-loop core (spec 2.6 AsyncTool interface): immediate and deferred
+/// callbacks with handles, the flows pinned to this loop, and the inbox that
+/// other threads post to.
+///
+/// Reached as `&mut Scheduler` through [`AsyncTool`](crate::AsyncTool),
+/// [`TestTool`](crate::TestTool) (both deref to it) and inside steps through
+/// [`Step::tool`](crate::Step::tool).
+///
+/// ```
+/// use futoin_asyncsteps::TestTool;
+/// use std::time::Duration;
+/// use std::rc::Rc;
+/// use std::cell::RefCell;
+///
+/// let mut tool = TestTool::new();
+/// let log = Rc::new(RefCell::new(Vec::new()));
+/// let l = log.clone();
+/// tool.deferred(Duration::from_millis(5), move |_| l.borrow_mut().push("late"));
+/// let l = log.clone();
+/// let h = tool.immediate(move |_| l.borrow_mut().push("now"));
+/// assert!(tool.is_valid(h));
+/// tool.run_all();
+/// assert!(!tool.is_valid(h));
+/// assert_eq!(*log.borrow(), ["now", "late"]);
+/// ```
+pub struct Scheduler {
+    pub(crate) now: Instant,
+    tasks: SlotMap<TaskHandle, TaskSlot>,
+    queue: VecDeque<Entry>,
+    timers: BinaryHeap<Reverse<TimerEntry>>,
+    stale_timers: usize,
+    order: u64,
+    pub(crate) flows: SlotMap<FlowKey, Option<Box<Flow>>>,
+    // Boxed so a flow moves in and out of the slot map as one pointer.
+    #[allow(clippy::vec_box)]
+    pool: Vec<Box<Flow>>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) steps: u64,
+    unhandled: Option<ErrorHook>,
+    stopped: bool,
+}
+
+impl Scheduler {
+    pub(crate) fn new(now: Instant) -> Self {
+        Scheduler {
+            now,
+            tasks: SlotMap::with_key(),
+            queue: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            stale_timers: 0,
+            order: 0,
+            flows: SlotMap::with_key(),
+            pool: Vec::new(),
+            shared: Shared::new(),
+            steps: 0,
+            unhandled: None,
+            stopped: false,
+        }
+    }
+
+    /// Schedules `f` to run on this loop as soon as possible (spec `immediate`).
+    pub fn immediate(&mut self, f: impl FnOnce(&mut Scheduler) + 'static) -> TaskHandle {
+        let h = self.tasks.insert(TaskSlot {
+            task: Task::User(Box::new(f)),
+            timer: false,
+        });
+        self.queue.push_back(Entry::Task(h));
+        h
+    }
+
+    /// Schedules `f` to run after `delay` (spec `deferred`); a zero delay runs
+    /// it on the next loop iteration, after the immediates already queued.
+    pub fn deferred(
+        &mut self,
+        delay: Duration,
+        f: impl FnOnce(&mut Scheduler) + 'static,
+    ) -> TaskHandle {
+        self.add_timer(delay, Task::User(Box::new(f)))
+    }
+
+    fn add_timer(&mut self, delay: Duration, task: Task) -> TaskHandle {
+        let h = self.tasks.insert(TaskSlot { task, timer: true });
+        self.order += 1;
+        self.timers.push(Reverse(TimerEntry {
+            at: self.now + delay,
+            order: self.order,
+            task: h,
+        }));
+        h
+    }
+
+    pub(crate) fn flow_timeout(
+        &mut self,
+        delay: Duration,
+        flow: FlowKey,
+        strand: u32,
+        seq: u32,
+    ) -> TaskHandle {
+        self.add_timer(delay, Task::Timeout { flow, strand, seq })
+    }
+
+    /// Cancels a scheduled callback; a no-op when it already ran (spec `cancel`).
+    pub fn cancel(&mut self, h: TaskHandle) {
+        if let Some(slot) = self.tasks.remove(h) {
+            if slot.timer {
+                self.stale_timers += 1;
+                // Drop cancelled entries once they are the majority, so a
+                // churn of cancelled timers never piles up (amortised O(1)).
+                if self.stale_timers > 64 && self.stale_timers * 2 > self.timers.len() {
+                    let tasks = &self.tasks;
+                    self.timers.retain(|Reverse(e)| tasks.contains_key(e.task));
+                    self.stale_timers = 0;
+                }
+            }
+        }
+    }
+
+    /// True while the callback is still scheduled (spec `is_valid`).
+    pub fn is_valid(&self, h: TaskHandle) -> bool {
+        self.tasks.contains_key(h)
+    }
+
+    /// True on the thread that owns this loop (spec `is_same_thread`).
+    pub fn is_same_thread(&self) -> bool {
+        self.shared.is_same_thread()
+    }
+
+    /// The loop's current time (real, or virtual under [`TestTool`](crate::TestTool)).
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A `Send + Sync` handle to post work to this loop from any thread.
+    pub fn handle(&self) -> crate::ToolHandle {
+        crate::ToolHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Replaces what happens to an error no one waits for: a flow started
+    /// with [`AsyncSteps::execute`] that fails, or a panicking callback.
+    /// The default writes one line to stderr.
+    pub fn set_unhandled_error_hook(&mut self, hook: impl FnMut(&Error) + 'static) {
+        self.unhandled = Some(Box::new(hook));
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            flows: self.flows.len(),
+            steps: self.steps,
+            timers: self.timers.len() - self.stale_timers.min(self.timers.len()),
+            immediates: self.queue.len(),
+            inbox: self.shared.depth(),
+        }
+    }
+
+    /// Starts a flow on this loop; it runs from the next iteration on.
+    pub(crate) fn start(&mut self, root: AsyncSteps, done: Option<Arc<Completion>>) -> FlowHandle {
+        let mut flow = self.pool.pop().unwrap_or_default();
+        let key = self.flows.insert(None);
+        flow.init(key, root, done);
+        self.flows[key] = Some(flow);
+        self.queue.push_back(Entry::Flow(key));
+        FlowHandle {
+            shared: self.shared.clone(),
+            key,
+        }
+    }
+
+    pub(crate) fn report_unhandled(&mut self, e: &Error) {
+        match &mut self.unhandled {
+            Some(h) => h(e),
+            None => eprintln!("futoin-asyncsteps: unhandled error in flow: {e}"),
+        }
+    }
+
+    /// Runs one flow activation.
+    pub(crate) fn drive(&mut self, key: FlowKey, resume: Resume) {
+        let Some(slot) = self.flows.get_mut(key) else {
+            return;
+        };
+        let Some(mut flow) = slot.take() else {
+            return;
+        };
+        let finished = flow.drive(self, resume);
+        if finished {
+            self.flows.remove(key);
+            if let Some((res, done)) = flow.take_result() {
+                match done {
+                    Some(c) => c.complete(res),
+                    None => {
+                        if let Err(e) = res {
+                            self.report_unhandled(&e);
+                        }
+                    }
+                }
+            }
+            flow.reset();
+            if self.pool.len() < FLOW_POOL {
+                self.pool.push(flow);
+            }
+        } else {
+            if flow.has_ready() {
+                self.queue.push_back(Entry::Flow(key));
+            }
+            self.flows[key] = Some(flow);
+        }
+    }
+
+    pub(crate) fn dispatch_one(&mut self, msg: Msg) {
+        match msg {
+            Msg::Call(f) => self.call_user(f),
+            Msg::Execute(root, done) => {
+                self.start(root, done);
+            }
+            Msg::Complete {
+                flow,
+                strand,
+                seq,
+                result,
+            } => self.drive(
+                flow,
+                Resume::Complete {
+                    strand,
+                    seq,
+                    result,
+                },
+            ),
+            Msg::Cancel(flow) => self.drive(flow, Resume::Cancel),
+            Msg::Poll { flow, strand, seq } => self.drive(flow, Resume::Poll { strand, seq }),
+            Msg::Stop => self.stopped = true,
+        }
+    }
+
+    fn call_user(&mut self, f: impl FnOnce(&mut Scheduler)) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(self))) {
+            let e = crate::steps::flow::panic_error("loop callback", p);
+            self.report_unhandled(&e);
+        }
+    }
+
+    /// Drains the inbox.
+    pub(crate) fn run_inbox(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(m) = self.shared.pop() {
+            self.dispatch_one(m);
+            n += 1;
+        }
+        n
+    }
+
+    /// Moves due timers to the immediate queue; returns how many.
+    pub(crate) fn fire_timers(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(Reverse(e)) = self.timers.peek() {
+            if e.at > self.now {
+                break;
+            }
+            let task = e.task;
+            self.timers.pop();
+            if self.tasks.contains_key(task) {
+                self.queue.push_back(Entry::Task(task));
+                n += 1;
+            } else {
+                self.stale_timers = self.stale_timers.saturating_sub(1);
+            }
+        }
+        n
+    }
+
+    /// Runs one queued entry; false when the queue is empty.
+    pub(crate) fn run_one_entry(&mut self) -> bool {
+        let Some(e) = self.queue.pop_front() else {
+            return false;
+        };
+        match e {
+            Entry::Flow(key) => self.drive(key, Resume::Ready),
+            Entry::Task(h) => {
+                if let Some(slot) = self.tasks.remove(h) {
+                    match slot.task {
+                        Task::User(f) => self.call_user(f),
+                        Task::Timeout { flow, strand, seq } => {
+                            self.drive(flow, Resume::Timeout { strand, seq })
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// One pass: inbox, due timers, then the entries queued before the pass.
+    pub(crate) fn run_pass(&mut self) -> usize {
+        let mut n = self.run_inbox();
+        n += self.fire_timers();
+        let todo = self.queue.len();
+        for _ in 0..todo {
+            self.run_one_entry();
+        }
+        n + todo
+    }
+
+    pub(crate) fn has_immediates(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Time of the earliest live timer.
+    pub(crate) fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(Reverse(e)) = self.timers.peek() {
+            if self.tasks.contains_key(e.task) {
+                return Some(e.at);
+            }
+            self.timers.pop();
+            self.stale_timers = self.stale_timers.saturating_sub(1);
+        }
+        None
+    }
+
+    /// True when nothing is queued, no timer is pending and the inbox is empty.
+    pub(crate) fn is_idle(&mut self) -> bool {
+        self.queue.is_empty() && self.next_deadline().is_none() && self.shared.is_empty()
+    }
+
+    pub(crate) fn take_stop(&mut self) -> bool {
+        std::mem::take(&mut self.stopped)
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        // Cancel what still runs so cancel callbacks fire and waiters get an answer.
+        let keys: Vec<FlowKey> = self.flows.keys().collect();
+        for k in keys {
+            self.drive(k, Resume::Cancel);
+        }
+    }
+}
