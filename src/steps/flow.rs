@@ -60,6 +60,8 @@ pub(crate) struct Flow {
     pub budget: u32,
     done: Option<Arc<Completion>>,
     result: Option<Result<Args, Error>>,
+    /// The flow ended by root cancel (not an error to report).
+    canceled: bool,
 }
 
 impl Flow {
@@ -97,6 +99,12 @@ impl Flow {
         self.seq = 0;
         self.done = None;
         self.result = None;
+        self.canceled = false;
+    }
+
+    /// True when the flow ended through root cancel.
+    pub(crate) fn was_canceled(&self) -> bool {
+        self.canceled
     }
 
     pub(crate) fn has_ready(&self) -> bool {
@@ -143,6 +151,7 @@ impl Flow {
             Resume::Cancel => {
                 self.cancel_strand(sched, 0);
                 self.result = Some(Err(Error::with_info(codes::CANCELED, "flow cancelled")));
+                self.canceled = true;
                 return true;
             }
         }
@@ -173,7 +182,8 @@ impl Flow {
         loop {
             let next = match act {
                 Act::Next(args) => self.next(sched, sid, args),
-                Act::Fail(e) => self.unwind(sched, sid, e),
+                Act::Fail(e) => self.unwind(sched, sid, e, true),
+                Act::Up(e) => self.unwind(sched, sid, e, false),
             };
             match next {
                 None => return,
@@ -420,6 +430,8 @@ impl Flow {
                 }
             }
             let x = f.extra.as_mut().expect("checked");
+            // Cancelling an awaiting step drops its future (spec 1.13).
+            x.fut = None;
             if let Some(c) = x.cancel.take() {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(c)) {
                     sched.report_unhandled(&panic_error("cancel callback", p));
@@ -494,7 +506,7 @@ impl Flow {
                         self.cancel_strand(sched, b);
                     }
                 }
-                self.ready.push_back((psid, pgen, Act::Fail(e)));
+                self.ready.push_back((psid, pgen, Act::Up(e)));
             }
         }
     }
@@ -565,15 +577,23 @@ impl Flow {
 
     /// Error handling (spec 1.2): walk the levels down from the top frame
     /// (which raised `err`) to the first one with a handler.
-    fn unwind(&mut self, sched: &mut Scheduler, sid: u32, mut err: Error) -> Option<Act> {
+    fn unwind(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        mut err: Error,
+        record: bool,
+    ) -> Option<Act> {
         if *err.control_ref() != Control::None {
             match self.loop_control(sched, sid, &err) {
                 Some(act) => return Some(act),
                 None => err = err.into_plain(),
             }
         }
-        let stack = self.async_stack(sid);
-        self.state.record_error(&err, stack);
+        if record {
+            let stack = self.async_stack(sid);
+            self.state.record_error(&err, stack);
+        }
         let mut origin = true;
         loop {
             let st = &mut self.strands[sid as usize];

@@ -84,4 +84,7 @@ pub(crate) enum Act {
     Next(Args),
     /// Raise this error at the top frame (which raised it itself).
     Fail(Error),
+    /// An error from a failed parallel branch, already recorded in the state
+    /// (so `async_stack` keeps naming the branch step that raised it).
+    Up(Error),
 }

@@ -269,7 +269,9 @@ impl Scheduler {
                     Some(c) => c.complete(res),
                     None => {
                         if let Err(e) = res {
-                            self.report_unhandled(&e);
+                            if !flow.was_canceled() {
+                                self.report_unhandled(&e);
+                            }
                         }
                     }
                 }
