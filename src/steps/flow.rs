@@ -62,6 +62,8 @@ pub(crate) struct Flow {
     result: Option<Result<Args, Error>>,
     /// The flow ended by root cancel (not an error to report).
     canceled: bool,
+    /// An `Entry::Flow` for this flow is in the loop's queue.
+    pub queued: bool,
 }
 
 impl Flow {
@@ -100,6 +102,7 @@ impl Flow {
         self.done = None;
         self.result = None;
         self.canceled = false;
+        self.queued = false;
     }
 
     /// True when the flow ended through root cancel.
@@ -188,6 +191,14 @@ impl Flow {
             match next {
                 None => return,
                 Some(a) => act = a,
+            }
+            let st = &mut self.strands[sid as usize];
+            // Errors are handled at once; only going on to a next step waits.
+            if st.fresh && st.live && matches!(act, Act::Next(_)) {
+                st.fresh = false;
+                let gen = st.gen;
+                self.ready.push_back((sid, gen, act));
+                return;
             }
             if self.budget == 0 {
                 let gen = self.strands[sid as usize].gen;
@@ -450,6 +461,7 @@ impl Flow {
         };
         let st = &mut self.strands[id as usize];
         st.live = true;
+        st.fresh = true;
         st.parent = Some((parent, pseq));
         id
     }
@@ -457,6 +469,7 @@ impl Flow {
     fn release_strand(&mut self, sid: u32) {
         let st = &mut self.strands[sid as usize];
         st.live = false;
+        st.fresh = false;
         st.gen = st.gen.wrapping_add(1);
         st.queue.clear();
         st.frames.clear();
@@ -585,7 +598,7 @@ impl Flow {
         record: bool,
     ) -> Option<Act> {
         if *err.control_ref() != Control::None {
-            match self.loop_control(sched, sid, &err) {
+            match self.loop_control(sched, sid, &err, true) {
                 Some(act) => return Some(act),
                 None => err = err.into_plain(),
             }
@@ -632,12 +645,16 @@ impl Flow {
                 st.queue[top.seg as usize..].reverse();
             }
             match r {
-                Err(e2) if *e2.control_ref() != Control::None => {
+                Err(mut e2) => {
                     self.pop_frame(sched, sid, false);
-                    return Some(Act::Fail(e2));
-                }
-                Err(e2) => {
-                    self.pop_frame(sched, sid, false);
+                    if *e2.control_ref() != Control::None {
+                        // break/continue from a handler: the frames below did
+                        // not raise it, so they are all cancelled on the way.
+                        if let Some(act) = self.loop_control(sched, sid, &e2, false) {
+                            return Some(act);
+                        }
+                        e2 = e2.into_plain();
+                    }
                     let stack = self.async_stack(sid);
                     self.state.record_error(&e2, stack);
                     err = e2;
@@ -654,8 +671,16 @@ impl Flow {
         }
     }
 
-    /// break/continue: find the matching loop in this strand.
-    fn loop_control(&mut self, sched: &mut Scheduler, sid: u32, err: &Error) -> Option<Act> {
+    /// break/continue: find the matching loop in this strand. With
+    /// `origin_on_top`, the top frame raised it and ends without its cancel
+    /// callback; every other frame above the loop is cancelled.
+    fn loop_control(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        err: &Error,
+        origin_on_top: bool,
+    ) -> Option<Act> {
         let (label, brk) = match err.control_ref() {
             Control::Break(l) => (l.as_deref(), true),
             Control::Continue(l) => (l.as_deref(), false),
@@ -675,7 +700,9 @@ impl Flow {
                     }
                 }
         })?;
-        self.pop_frame(sched, sid, false);
+        if origin_on_top && self.strands[sid as usize].frames.len() > l + 1 {
+            self.pop_frame(sched, sid, false);
+        }
         while self.strands[sid as usize].frames.len() > l + 1 {
             self.pop_frame(sched, sid, true);
         }

@@ -76,6 +76,9 @@ pub(crate) struct Strand {
     pub parent: Option<(u32, u32)>,
     pub gen: u32,
     pub live: bool,
+    /// A new parallel branch: it runs one step, then lets its siblings
+    /// start before going on (all branches start together, spec 1).
+    pub fresh: bool,
 }
 
 /// What a strand does next.

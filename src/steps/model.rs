@@ -4,6 +4,7 @@ use crate::args::{FromArgs, IntoArgs};
 use crate::error::{Error, StepResult};
 use crate::state::State;
 use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::loops::LoopItems;
 use crate::steps::result::{Completion, FlowHandle, Promise};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
@@ -215,6 +216,19 @@ impl AsyncSteps {
     {
         self.add(move |s, ()| {
             s.repeat(count, body);
+            Ok(())
+        })
+    }
+
+    /// Adds a level-0 `for_each` loop; see [`Step::for_each`]. The items are
+    /// cloned for each flow started from this model.
+    pub fn for_each<I, F>(&mut self, items: I, body: F) -> &mut Self
+    where
+        I: LoopItems + Clone + Send + 'static,
+        F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + Clone + Send + 'static,
+    {
+        self.add(move |s, ()| {
+            s.for_each(items, body);
             Ok(())
         })
     }

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -152,7 +152,11 @@ impl Completion {
     /// sent now.
     pub(crate) fn bind(&self, key: FlowKey) {
         let _ = self.key.set(key);
-        if self.cancel.load(Ordering::Acquire) {
+        // Pairs with the fence in `request_cancel`: at least one side sees
+        // the other's write, so a cancel racing the start is never lost (a
+        // second Cancel message for the same flow is harmless).
+        fence(Ordering::SeqCst);
+        if self.cancel.load(Ordering::Relaxed) {
             self.shared.send(Msg::Cancel(key));
         }
     }
@@ -167,7 +171,8 @@ impl Completion {
     }
 
     fn request_cancel(&self) {
-        self.cancel.store(true, Ordering::Release);
+        self.cancel.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         if let Some(k) = self.key.get() {
             self.shared.send(Msg::Cancel(*k));
         }
@@ -191,7 +196,7 @@ impl Completion {
 ///
 /// `T` is the typed result: the final success args converted with
 /// [`FromArgs`] (a mismatch is an `InternalError`). A cancelled flow gives
-/// [`codes::CANCELED`].
+/// [`codes::CANCELED`](crate::codes::CANCELED).
 ///
 /// ```
 /// use futoin_asyncsteps::{AsyncTool, AsyncSteps};

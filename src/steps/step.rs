@@ -373,11 +373,32 @@ impl<'a> Step<'a> {
         T: IntoArgs,
         E: Into<Error>,
     {
+        self.push_await(fut, None)
+    }
+
+    /// [`await_future`](Step::await_future) with an error handler (spec
+    /// `await(future, onerror)`).
+    pub fn await_future_catch<Fut, T, E, C>(&mut self, fut: Fut, on_error: C) -> &mut Self
+    where
+        Fut: Future<Output = Result<T, E>> + 'static,
+        T: IntoArgs,
+        E: Into<Error>,
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+    {
+        self.push_await(fut, Some(def::once_catch(on_error)))
+    }
+
+    fn push_await<Fut, T, E>(&mut self, fut: Fut, catch: Option<Box<dyn def::CatchFn>>) -> &mut Self
+    where
+        Fut: Future<Output = Result<T, E>> + 'static,
+        T: IntoArgs,
+        E: Into<Error>,
+    {
         self.push(StepDef {
             exec: Exec::Await(Box::pin(async move {
                 fut.await.map(IntoArgs::into_args).map_err(Into::into)
             })),
-            catch: None,
+            catch,
             name: name_of::<Fut>(),
         });
         self

@@ -1,5 +1,6 @@
-//! The event loop (spec 2.6 AsyncTool): [`Scheduler`] core, the mio-driven
-//! [`AsyncTool`], and [`ToolHandle`] for other threads.
+//! The event loop (spec 2.6 AsyncTool): the [`Scheduler`](scheduler::Scheduler)
+//! core, the mio-driven [`AsyncTool`](async_tool::AsyncTool), and
+//! [`ToolHandle`](handle::ToolHandle) for other threads.
 
 pub mod async_tool;
 pub mod handle;

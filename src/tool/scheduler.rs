@@ -107,6 +107,8 @@ pub struct Scheduler {
     queue: VecDeque<Entry>,
     timers: BinaryHeap<Reverse<TimerEntry>>,
     stale_timers: usize,
+    /// Entries in `queue` whose task was cancelled.
+    dead_entries: usize,
     order: u64,
     pub(crate) flows: SlotMap<FlowKey, Option<Box<Flow>>>,
     // Boxed so a flow moves in and out of the slot map as one pointer.
@@ -126,6 +128,7 @@ impl Scheduler {
             queue: VecDeque::new(),
             timers: BinaryHeap::new(),
             stale_timers: 0,
+            dead_entries: 0,
             order: 0,
             flows: SlotMap::with_key(),
             pool: Vec::new(),
@@ -180,7 +183,9 @@ impl Scheduler {
     /// Cancels a scheduled callback; a no-op when it already ran (spec `cancel`).
     pub fn cancel(&mut self, h: TaskHandle) {
         if let Some(slot) = self.tasks.remove(h) {
-            if slot.timer {
+            if !slot.timer {
+                self.dead_entries += 1;
+            } else {
                 self.stale_timers += 1;
                 // Drop cancelled entries once they are the majority, so a
                 // churn of cancelled timers never piles up (amortised O(1)).
@@ -228,7 +233,7 @@ impl Scheduler {
             flows: self.flows.len(),
             steps: self.steps,
             timers: self.timers.len() - self.stale_timers.min(self.timers.len()),
-            immediates: self.queue.len(),
+            immediates: self.queue.len() - self.dead_entries,
             inbox: self.shared.depth(),
         }
     }
@@ -238,6 +243,7 @@ impl Scheduler {
         let mut flow = self.pool.pop().unwrap_or_default();
         let key = self.flows.insert(None);
         flow.init(key, root, done);
+        flow.queued = true;
         self.flows[key] = Some(flow);
         self.queue.push_back(Entry::Flow(key));
         FlowHandle {
@@ -261,6 +267,9 @@ impl Scheduler {
         let Some(mut flow) = slot.take() else {
             return;
         };
+        if matches!(resume, Resume::Ready) {
+            flow.queued = false;
+        }
         let finished = flow.drive(self, resume);
         if finished {
             self.flows.remove(key);
@@ -281,7 +290,8 @@ impl Scheduler {
                 self.pool.push(flow);
             }
         } else {
-            if flow.has_ready() {
+            if flow.has_ready() && !flow.queued {
+                flow.queued = true;
                 self.queue.push_back(Entry::Flow(key));
             }
             self.flows[key] = Some(flow);
@@ -339,7 +349,9 @@ impl Scheduler {
             }
             let task = e.task;
             self.timers.pop();
-            if self.tasks.contains_key(task) {
+            if let Some(slot) = self.tasks.get_mut(task) {
+                // Out of the heap now: cancelling it no longer leaves a stale entry.
+                slot.timer = false;
                 self.queue.push_back(Entry::Task(task));
                 n += 1;
             } else {
@@ -349,40 +361,43 @@ impl Scheduler {
         n
     }
 
-    /// Runs one queued entry; false when the queue is empty.
+    /// Runs the next live queued entry; false when none is left.
     pub(crate) fn run_one_entry(&mut self) -> bool {
-        let Some(e) = self.queue.pop_front() else {
-            return false;
-        };
-        match e {
-            Entry::Flow(key) => self.drive(key, Resume::Ready),
-            Entry::Task(h) => {
-                if let Some(slot) = self.tasks.remove(h) {
-                    match slot.task {
+        while let Some(e) = self.queue.pop_front() {
+            match e {
+                Entry::Flow(key) => self.drive(key, Resume::Ready),
+                Entry::Task(h) => match self.tasks.remove(h) {
+                    Some(slot) => match slot.task {
                         Task::User(f) => self.call_user(f),
                         Task::Timeout { flow, strand, seq } => {
                             self.drive(flow, Resume::Timeout { strand, seq })
                         }
+                    },
+                    None => {
+                        self.dead_entries -= 1;
+                        continue;
                     }
-                }
+                },
             }
+            return true;
         }
-        true
+        false
     }
 
     /// One pass: inbox, due timers, then the entries queued before the pass.
     pub(crate) fn run_pass(&mut self) -> usize {
         let mut n = self.run_inbox();
         n += self.fire_timers();
-        let todo = self.queue.len();
-        for _ in 0..todo {
-            self.run_one_entry();
+        let todo = self.queue.len() - self.dead_entries;
+        let mut ran = 0;
+        while ran < todo && self.run_one_entry() {
+            ran += 1;
         }
-        n + todo
+        n + ran
     }
 
     pub(crate) fn has_immediates(&self) -> bool {
-        !self.queue.is_empty()
+        self.queue.len() > self.dead_entries
     }
 
     /// Time of the earliest live timer.
@@ -399,7 +414,7 @@ impl Scheduler {
 
     /// True when nothing is queued, no timer is pending and the inbox is empty.
     pub(crate) fn is_idle(&mut self) -> bool {
-        self.queue.is_empty() && self.next_deadline().is_none() && self.shared.is_empty()
+        !self.has_immediates() && self.next_deadline().is_none() && self.shared.is_empty()
     }
 
     pub(crate) fn take_stop(&mut self) -> bool {

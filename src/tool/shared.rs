@@ -46,13 +46,16 @@ pub(crate) struct Shared {
     thread_mark: usize,
 }
 
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(1);
+
 thread_local! {
-    static MARK: u8 = const { 0 };
+    static MARK: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
-/// An address unique to the calling thread while it lives.
+/// A number unique to the calling thread for the life of the process
+/// (unlike a thread-local's address, never reused by a later thread).
 pub(crate) fn thread_mark() -> usize {
-    MARK.with(|m| m as *const u8 as usize)
+    MARK.with(|m| *m)
 }
 
 impl Shared {

@@ -1,0 +1,961 @@
+//! External completion from other threads, cancel, await of Rust futures
+//! (spec 1.3, 1.13, 2.2.3) and the AsyncTool / TestTool loops (spec 2.6).
+
+use futoin_asyncsteps::{
+    codes, AsyncSteps, AsyncTool, Error, ExternalHandle, FlowHandle, TaskHandle, TestTool,
+};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn log() -> Log {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+fn push(l: &Log, s: impl Into<String>) {
+    l.lock().unwrap().push(s.into());
+}
+
+fn entries(l: &Log) -> Vec<String> {
+    l.lock().unwrap().clone()
+}
+
+/// Logs `drop <name>` when dropped.
+struct Guard(Log, &'static str);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        push(&self.0, format!("drop {}", self.1));
+    }
+}
+
+type Slot<T> = Arc<Mutex<Option<T>>>;
+
+fn slot<T>() -> Slot<T> {
+    Arc::new(Mutex::new(None))
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Adds three nested steps, each with a cancel callback; the innermost waits.
+fn nested_waiting(root: &mut AsyncSteps, l: &Log) {
+    let a = l.clone();
+    root.add(move |s, ()| {
+        let a0 = a.clone();
+        s.set_cancel(move || push(&a0, "L0 cancel"));
+        let a1 = a.clone();
+        s.add(move |s, ()| {
+            let a1c = a1.clone();
+            s.set_cancel(move || push(&a1c, "L1 cancel"));
+            let a2 = a1.clone();
+            s.add(move |s, ()| {
+                s.set_cancel(move || push(&a2, "L2 cancel"));
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    let b = l.clone();
+    root.add(move |_, ()| {
+        push(&b, "never");
+        Ok(())
+    });
+}
+
+// ------------------------------------------------------- a std-only oneshot
+
+struct OneShotInner<T> {
+    value: Option<T>,
+    waker: Option<Waker>,
+}
+
+/// Receiving side: a future that counts its polls.
+struct OneShotRx<T> {
+    inner: Arc<Mutex<OneShotInner<T>>>,
+    polls: Arc<AtomicUsize>,
+}
+
+/// Sending side: completes the future and wakes its task.
+struct OneShotTx<T> {
+    inner: Arc<Mutex<OneShotInner<T>>>,
+}
+
+fn oneshot<T>(polls: Arc<AtomicUsize>) -> (OneShotTx<T>, OneShotRx<T>) {
+    let inner = Arc::new(Mutex::new(OneShotInner {
+        value: None,
+        waker: None,
+    }));
+    (
+        OneShotTx {
+            inner: inner.clone(),
+        },
+        OneShotRx { inner, polls },
+    )
+}
+
+impl<T> OneShotTx<T> {
+    fn send(self, v: T) {
+        let w = {
+            let mut g = self.inner.lock().unwrap();
+            g.value = Some(v);
+            g.waker.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Future for OneShotRx<T> {
+    type Output = Result<(T,), Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.polls.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.inner.lock().unwrap();
+        match g.value.take() {
+            Some(v) => Poll::Ready(Ok((v,))),
+            None => {
+                g.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------- external handles
+
+#[test]
+fn external_success_from_another_thread_feeds_next_step() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (tx, rx) = mpsc::channel::<ExternalHandle>();
+    let worker = thread::spawn(move || {
+        let h = rx.recv().unwrap();
+        assert!(h.is_valid());
+        h.success((41i32,)).unwrap();
+        assert!(!h.is_valid());
+    });
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        tx.send(s.wait_external()).unwrap();
+        Ok(())
+    });
+    root.add(|s, (v,): (i32,)| s.success((v + 1,)));
+    let p = root.promise::<(i32,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, 42);
+    worker.join().unwrap();
+}
+
+#[test]
+fn two_hundred_flows_completed_from_four_threads() {
+    const FLOWS: usize = 200;
+    const THREADS: usize = 4;
+    let mut tool = AsyncTool::new().unwrap();
+    let mut txs = Vec::new();
+    let mut workers = Vec::new();
+    for t in 0..THREADS {
+        let (tx, rx) = mpsc::channel::<(usize, ExternalHandle)>();
+        txs.push(tx);
+        workers.push(thread::spawn(move || {
+            for _ in 0..FLOWS / THREADS {
+                let (i, h) = rx.recv().unwrap();
+                assert_eq!(i % THREADS, t);
+                h.success(((i * 7) as u64, format!("t{t}"))).unwrap();
+            }
+        }));
+    }
+    let mut promises = Vec::new();
+    for i in 0..FLOWS {
+        let tx = txs[i % THREADS].clone();
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            tx.send((i, s.wait_external())).unwrap();
+            Ok(())
+        });
+        root.add(move |s, (v, t): (u64, String)| s.success((v + i as u64, t)));
+        promises.push(root.promise::<(u64, String)>(&mut tool));
+    }
+    drop(txs);
+    for (i, p) in promises.into_iter().enumerate() {
+        let (v, t) = tool.block_on(p).unwrap();
+        assert_eq!(v, (i * 8) as u64);
+        assert_eq!(t, format!("t{}", i % THREADS));
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(tool.stats().flows, 0);
+}
+
+#[test]
+fn external_error_from_another_thread_reaches_handler() {
+    let l = log();
+    let mut tool = AsyncTool::new().unwrap();
+    let (tx, rx) = mpsc::channel::<ExternalHandle>();
+    let worker = thread::spawn(move || {
+        let h = rx.recv().unwrap();
+        h.error("ExtError", "from worker").unwrap();
+        assert!(!h.is_valid());
+        // A second completion is refused.
+        assert_eq!(h.success(()).unwrap_err().code(), codes::INTERNAL_ERROR);
+    });
+    let mut root = AsyncSteps::new();
+    let a = l.clone();
+    root.add_catch(
+        move |s, ()| {
+            tx.send(s.wait_external()).unwrap();
+            Ok(())
+        },
+        move |s, e| {
+            let info = s.state().error_info().map(str::to_owned);
+            push(
+                &a,
+                format!("handler {} {:?} {:?}", e.code(), e.info(), info),
+            );
+            s.success((1u8,))
+        },
+    );
+    let p = root.promise::<(u8,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, 1);
+    worker.join().unwrap();
+    assert_eq!(
+        entries(&l),
+        ["handler ExtError Some(\"from worker\") Some(\"from worker\")"]
+    );
+}
+
+#[test]
+fn external_handle_is_valid_while_waiting_then_false() {
+    let ext: Slot<ExternalHandle> = slot();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let e = ext.clone();
+    root.add(move |s, ()| {
+        *e.lock().unwrap() = Some(s.wait_external());
+        Ok(())
+    });
+    root.add(|s, (v,): (u8,)| s.success((v,)));
+    let mut p = root.promise::<(u8,)>(&mut tool);
+    tool.run_all();
+    let h = ext.lock().unwrap().take().unwrap();
+    let h2 = h.clone();
+    assert!(h.is_valid());
+    assert!(h2.is_valid());
+    assert!(p.try_take().is_none());
+    h.success((3u8,)).unwrap();
+    assert!(!h.is_valid());
+    assert!(!h2.is_valid());
+    assert_eq!(
+        h2.success((4u8,)).unwrap_err().code(),
+        codes::INTERNAL_ERROR
+    );
+    tool.run_all();
+    assert_eq!(p.try_take().unwrap().unwrap().0, 3);
+    assert!(!h.is_valid());
+
+    // Invalid after a timeout ended the step.
+    let mut root = AsyncSteps::new();
+    let e = ext.clone();
+    root.add(move |s, ()| {
+        s.set_timeout(ms(5));
+        *e.lock().unwrap() = Some(s.wait_external());
+        Ok(())
+    });
+    let mut p = root.promise::<()>(&mut tool);
+    tool.run_all_ready();
+    let h = ext.lock().unwrap().take().unwrap();
+    assert!(h.is_valid());
+    tool.advance(ms(5));
+    assert!(!h.is_valid());
+    assert_eq!(p.try_take().unwrap().unwrap_err().code(), codes::TIMEOUT);
+    assert_eq!(h.success(()).unwrap_err().code(), codes::INTERNAL_ERROR);
+    tool.run_all();
+    assert_eq!(tool.pending().flows, 0);
+}
+
+// ------------------------------------------------------- cancel
+
+#[test]
+fn cancel_through_flow_handle_runs_cancel_callbacks_innermost_first() {
+    let l = log();
+    let mut tool = TestTool::new();
+    tool.set_unhandled_error_hook(|_| {});
+    let mut root = AsyncSteps::new();
+    nested_waiting(&mut root, &l);
+    let h = root.execute(&mut tool);
+    tool.run_all();
+    assert!(entries(&l).is_empty());
+    assert_eq!(tool.pending().flows, 1);
+    h.cancel();
+    tool.run_all();
+    assert_eq!(entries(&l), ["L2 cancel", "L1 cancel", "L0 cancel"]);
+    assert_eq!(tool.pending().flows, 0);
+    // Cancelling a finished flow is a no-op.
+    h.cancel();
+    tool.run_all();
+    assert_eq!(entries(&l), ["L2 cancel", "L1 cancel", "L0 cancel"]);
+}
+
+#[test]
+fn cancel_through_flow_handle_from_another_thread() {
+    let l = log();
+    let mut tool = AsyncTool::new().unwrap();
+    tool.set_unhandled_error_hook(|_| {});
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let mut root = AsyncSteps::new();
+    let a = l.clone();
+    root.add(move |s, ()| {
+        let a1 = a.clone();
+        s.set_cancel(move || push(&a1, "outer cancel"));
+        let (a2, tx) = (a.clone(), ready_tx.clone());
+        s.add(move |s, ()| {
+            s.set_cancel(move || push(&a2, "inner cancel"));
+            tx.send(()).unwrap();
+            Ok(())
+        });
+        Ok(())
+    });
+    let h: FlowHandle = root.execute(&mut tool);
+    let canceller = thread::spawn(move || {
+        ready_rx.recv().unwrap();
+        assert!(!h.is_same_thread());
+        h.cancel();
+    });
+    while tool.stats().flows > 0 {
+        tool.iterate(None).unwrap();
+    }
+    canceller.join().unwrap();
+    assert_eq!(entries(&l), ["inner cancel", "outer cancel"]);
+}
+
+#[test]
+fn promise_cancel_before_the_flow_starts() {
+    // Same thread, before the loop ran the flow.
+    let l = log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    nested_waiting(&mut root, &l);
+    let p = root.promise::<()>(&mut tool);
+    p.cancel();
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
+    assert!(entries(&l).is_empty());
+    assert_eq!(tool.stats().steps, 0);
+    assert_eq!(tool.pending().flows, 0);
+
+    // From another thread, before the loop even received the flow.
+    let l = log();
+    let mut tool = AsyncTool::new().unwrap();
+    let h = tool.handle();
+    let l2 = l.clone();
+    let p = thread::spawn(move || {
+        let mut root = AsyncSteps::new();
+        nested_waiting(&mut root, &l2);
+        let p = h.promise::<()>(root);
+        p.cancel();
+        p
+    })
+    .join()
+    .unwrap();
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
+    assert!(entries(&l).is_empty());
+    assert_eq!(tool.stats().steps, 0);
+    assert_eq!(tool.stats().flows, 0);
+}
+
+#[test]
+fn promise_cancel_while_waiting() {
+    let l = log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    nested_waiting(&mut root, &l);
+    let mut p = root.promise::<()>(&mut tool);
+    tool.run_all();
+    assert!(p.try_take().is_none());
+    assert!(entries(&l).is_empty());
+    p.cancel();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::CANCELED);
+    assert_eq!(entries(&l), ["L2 cancel", "L1 cancel", "L0 cancel"]);
+    assert_eq!(tool.pending().flows, 0);
+    assert_eq!(tool.pending().timers, 0);
+}
+
+#[test]
+fn promise_cancel_after_completion_keeps_result() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((8u8,)));
+    let p = root.promise::<(u8,)>(&mut tool);
+    tool.run_all();
+    assert!(p.is_done());
+    p.cancel();
+    tool.run_all();
+    assert_eq!(tool.block_on(p).unwrap().0, 8);
+}
+
+// ------------------------------------------------------- await_future
+
+#[test]
+fn await_ready_future() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.await_future(async { Ok::<_, Error>((40i32,)) });
+        s.await_future(std::future::ready(Ok::<_, Error>((2i32, "x".to_string()))));
+        Ok(())
+    });
+    root.add(|s, (v, t): (i32, String)| s.success((v, t)));
+    let p = root.promise::<(i32, String)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap(), (2, "x".to_string()));
+
+    // The output of one awaited future feeds the next step.
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.await_future(async { Ok::<_, Error>((40i32,)) });
+        s.add(|s, (v,): (i32,)| s.success((v + 2,)));
+        Ok(())
+    });
+    let p = root.promise::<(i32,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, 42);
+}
+
+#[test]
+fn await_oneshot_completed_from_another_thread_is_polled_only_when_woken() {
+    let polls = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = oneshot::<i32>(polls.clone());
+    let rx_slot = Arc::new(Mutex::new(Some(rx)));
+    let mut tool = AsyncTool::new().unwrap();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let rx = rx_slot.lock().unwrap().take().unwrap();
+        s.await_future(rx);
+        Ok(())
+    });
+    root.add(|s, (v,): (i32,)| s.success((v * 2,)));
+    let p = root.promise::<(i32,)>(&mut tool);
+
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(polls.load(Ordering::SeqCst), 1);
+    // Nothing woke it: more turns do not poll it again.
+    for _ in 0..5 {
+        tool.iterate(Some(Duration::ZERO)).unwrap();
+    }
+    assert_eq!(polls.load(Ordering::SeqCst), 1);
+    assert!(!p.is_done());
+
+    thread::spawn(move || tx.send(21)).join().unwrap();
+    assert_eq!(tool.block_on(p).unwrap().0, 42);
+    assert_eq!(polls.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn await_future_error_goes_to_handler() {
+    let l = log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let a = l.clone();
+    root.add_catch(
+        |s, ()| {
+            s.await_future(async { Err::<(i32,), _>(Error::with_info("FutError", "bad")) });
+            s.add(|s, (v,): (i32,)| s.success((v,)));
+            Ok(())
+        },
+        move |s, e| {
+            push(&a, format!("handler {} {:?}", e.code(), e.info()));
+            s.success((-1i32,))
+        },
+    );
+    let p = root.promise::<(i32,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, -1);
+    assert_eq!(entries(&l), ["handler FutError Some(\"bad\")"]);
+
+    // A plain io::Error output converts through Into<Error>.
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.await_future(async { Err::<(), _>(std::io::Error::other("disk")) });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::COMM_ERROR);
+    assert_eq!(e.info(), Some("disk"));
+}
+
+#[test]
+fn cancelling_the_flow_drops_the_awaited_future() {
+    let l = log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let a = l.clone();
+    root.add(move |s, ()| {
+        let a1 = a.clone();
+        s.set_cancel(move || push(&a1, "outer cancel"));
+        let g = Guard(a.clone(), "future");
+        s.await_future(async move {
+            let _g = g;
+            std::future::pending::<Result<(), Error>>().await
+        });
+        Ok(())
+    });
+    let mut p = root.promise::<()>(&mut tool);
+    tool.run_all();
+    assert!(p.try_take().is_none());
+    assert!(entries(&l).is_empty());
+    p.cancel();
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
+    assert_eq!(entries(&l), ["drop future", "outer cancel"]);
+}
+
+#[test]
+fn timeout_drops_the_awaited_future_before_the_handler() {
+    let l = log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let (a, b) = (l.clone(), l.clone());
+    root.add_catch(
+        move |s, ()| {
+            s.set_timeout(ms(20));
+            let g = Guard(a.clone(), "future");
+            s.await_future(async move {
+                let _g = g;
+                std::future::pending::<Result<(), Error>>().await
+            });
+            Ok(())
+        },
+        move |s, e| {
+            push(&b, format!("handler {}", e.code()));
+            s.success(())
+        },
+    );
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    assert_eq!(tool.elapsed(), ms(20));
+    assert_eq!(entries(&l), ["drop future", "handler Timeout"]);
+}
+
+// ------------------------------------------------------- AsyncTool
+
+#[test]
+fn async_tool_immediates_run_fifo() {
+    let mut tool = AsyncTool::new().unwrap();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..10 {
+        let o = order.clone();
+        tool.immediate(move |_| o.borrow_mut().push(i));
+    }
+    tool.run_until_idle().unwrap();
+    assert_eq!(*order.borrow(), (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn async_tool_deferred_zero_runs_after_already_queued_immediates() {
+    let mut tool = AsyncTool::new().unwrap();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    let o = order.clone();
+    tool.immediate(move |_| o.borrow_mut().push("imm A"));
+    let o = order.clone();
+    tool.immediate(move |_| o.borrow_mut().push("imm B"));
+    let o = order.clone();
+    tool.deferred(Duration::ZERO, move |_| o.borrow_mut().push("deferred 0"));
+    tool.run_until_idle().unwrap();
+    assert_eq!(*order.borrow(), ["imm A", "imm B", "deferred 0"]);
+}
+
+#[test]
+fn async_tool_deferred_one_ms() {
+    let mut tool = AsyncTool::new().unwrap();
+    let ran: Rc<Cell<Option<Duration>>> = Rc::new(Cell::new(None));
+    let scheduled_at = tool.now();
+    let r = ran.clone();
+    let h = tool.deferred(ms(1), move |sched| r.set(Some(sched.now() - scheduled_at)));
+    assert!(tool.is_valid(h));
+    assert_eq!(tool.stats().timers, 1);
+    tool.run_until_idle().unwrap();
+    assert!(ran.get().unwrap() >= ms(1));
+    assert!(!tool.is_valid(h));
+    assert_eq!(tool.stats().timers, 0);
+}
+
+#[test]
+fn async_tool_cancel_immediate_and_deferred() {
+    let mut tool = AsyncTool::new().unwrap();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    let o = order.clone();
+    let hi = tool.immediate(move |_| o.borrow_mut().push("cancelled immediate"));
+    let o = order.clone();
+    let hd = tool.deferred(ms(1), move |_| o.borrow_mut().push("cancelled deferred"));
+    let o = order.clone();
+    let hk = tool.immediate(move |_| o.borrow_mut().push("kept"));
+    let o = order.clone();
+    let hk2 = tool.deferred(ms(1), move |_| o.borrow_mut().push("kept deferred"));
+    assert!(tool.is_valid(hi));
+    assert!(tool.is_valid(hd));
+    tool.cancel(hi);
+    tool.cancel(hd);
+    assert!(!tool.is_valid(hi));
+    assert!(!tool.is_valid(hd));
+    assert!(tool.is_valid(hk));
+    assert_eq!(tool.stats().timers, 1);
+    // Cancelling again is a no-op.
+    tool.cancel(hi);
+    tool.cancel(hd);
+    tool.run_until_idle().unwrap();
+    assert_eq!(*order.borrow(), ["kept", "kept deferred"]);
+    assert!(!tool.is_valid(hk));
+    assert!(!tool.is_valid(hk2));
+    // Cancelling after it ran is a no-op too.
+    tool.cancel(hk);
+    tool.cancel(hk2);
+    assert_eq!(tool.stats().timers, 0);
+}
+
+#[test]
+fn async_tool_is_same_thread() {
+    let mut tool = AsyncTool::new().unwrap();
+    assert!(tool.is_same_thread());
+    let th = tool.handle();
+    assert!(th.is_same_thread());
+    let mut root = AsyncSteps::new();
+    let seen = Arc::new(Mutex::new(None));
+    let s2 = seen.clone();
+    root.add(move |s, ()| {
+        let h = s.wait_external();
+        *s2.lock().unwrap() = Some(s.is_same_thread());
+        h.success(()).unwrap();
+        Ok(())
+    });
+    let fh = root.execute(&mut tool);
+    assert!(fh.is_same_thread());
+    let (a, b) = thread::spawn(move || (th.is_same_thread(), fh.is_same_thread()))
+        .join()
+        .unwrap();
+    assert!(!a);
+    assert!(!b);
+    tool.run_until_idle().unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(true));
+}
+
+#[test]
+fn tool_handle_call_execute_promise_from_another_thread() {
+    let l = log();
+    let mut tool = AsyncTool::new().unwrap();
+    let h = tool.handle();
+    let l2 = l.clone();
+    let p = thread::spawn(move || {
+        let l3 = l2.clone();
+        h.call(move |sched| push(&l3, format!("call same_thread={}", sched.is_same_thread())));
+        let mut r1 = AsyncSteps::new();
+        let l4 = l2.clone();
+        r1.add(move |s, ()| {
+            push(&l4, format!("execute same_thread={}", s.is_same_thread()));
+            Ok(())
+        });
+        h.execute(r1);
+        let mut r2 = AsyncSteps::new();
+        r2.add(|s, ()| {
+            let t = s.is_same_thread();
+            s.success((t, 9u32))
+        });
+        h.promise::<(bool, u32)>(r2)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(tool.stats().inbox, 3);
+    assert_eq!(tool.block_on(p).unwrap(), (true, 9));
+    assert_eq!(
+        entries(&l),
+        ["call same_thread=true", "execute same_thread=true"]
+    );
+    assert_eq!(tool.stats().flows, 0);
+    assert_eq!(tool.stats().inbox, 0);
+}
+
+#[test]
+fn async_tool_spawn_stop_join() {
+    let (h, th) = AsyncTool::spawn("ftn12-test-loop").unwrap();
+    assert!(!h.is_same_thread());
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        let name = thread::current().name().unwrap_or_default().to_owned();
+        let same = s.is_same_thread();
+        s.success((name, same))
+    });
+    let (name, same) = h.promise::<(String, bool)>(root).wait().unwrap();
+    assert_eq!(name, "ftn12-test-loop");
+    assert!(same);
+
+    // A flow completed from this thread while the loop runs on its own.
+    let (tx, rx) = mpsc::channel::<ExternalHandle>();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        tx.send(s.wait_external()).unwrap();
+        Ok(())
+    });
+    let p = h.promise::<(u16,)>(root);
+    rx.recv().unwrap().success((16u16,)).unwrap();
+    assert_eq!(p.wait().unwrap().0, 16);
+
+    h.stop();
+    th.join().unwrap();
+}
+
+#[test]
+fn promise_wait_on_loop_thread_is_refused() {
+    let mut tool = AsyncTool::new().unwrap();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.wait_external();
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    assert_eq!(p.wait().unwrap_err().code(), codes::INTERNAL_ERROR);
+}
+
+#[test]
+fn iterate_with_zero_wait_does_not_block() {
+    let mut tool = AsyncTool::new().unwrap();
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 0);
+    // A far timer does not make it wait either.
+    let ran = Rc::new(Cell::new(false));
+    let r = ran.clone();
+    let h = tool.deferred(Duration::from_secs(3600), move |_| r.set(true));
+    let t0 = Instant::now();
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 0);
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 0);
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    assert!(!ran.get());
+    assert!(tool.is_valid(h));
+    // An immediate runs in the same call.
+    let r = ran.clone();
+    tool.immediate(move |_| r.set(true));
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 1);
+    assert!(ran.get());
+    tool.cancel(h);
+}
+
+// ------------------------------------------------------- TestTool
+
+#[test]
+fn test_tool_run_one_runs_exactly_one_event() {
+    let mut tool = TestTool::new();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for i in 0..3 {
+        let o = order.clone();
+        tool.immediate(move |_| o.borrow_mut().push(i));
+    }
+    assert_eq!(tool.pending().immediates, 3);
+    assert!(tool.run_one());
+    assert_eq!(*order.borrow(), [0]);
+    assert_eq!(tool.pending().immediates, 2);
+    assert!(tool.run_one());
+    assert_eq!(*order.borrow(), [0, 1]);
+    assert!(tool.run_one());
+    assert_eq!(*order.borrow(), [0, 1, 2]);
+    assert!(!tool.run_one());
+    assert_eq!(tool.pending().immediates, 0);
+
+    // A timer is one event too, and moves the clock to it.
+    let o = order.clone();
+    tool.deferred(ms(7), move |_| o.borrow_mut().push(7));
+    assert!(tool.run_one());
+    assert_eq!(tool.elapsed(), ms(7));
+    assert_eq!(*order.borrow(), [0, 1, 2, 7]);
+    assert!(!tool.run_one());
+}
+
+#[test]
+fn test_tool_advance_fires_timers_in_deadline_order() {
+    let mut tool = TestTool::new();
+    let t0 = tool.now();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    for (name, d) in [("t30", 30u64), ("t10", 10), ("t20", 20), ("t20b", 20)] {
+        let o = order.clone();
+        tool.deferred(ms(d), move |sched| {
+            o.borrow_mut()
+                .push(format!("{name}@{}", (sched.now() - t0).as_millis()))
+        });
+    }
+    assert_eq!(tool.pending().timers, 4);
+    assert_eq!(tool.advance(ms(15)), 1);
+    assert_eq!(tool.elapsed(), ms(15));
+    assert_eq!(*order.borrow(), ["t10@10"]);
+    assert_eq!(tool.pending().timers, 3);
+    assert_eq!(tool.advance(ms(15)), 3);
+    assert_eq!(tool.elapsed(), ms(30));
+    assert_eq!(*order.borrow(), ["t10@10", "t20@20", "t20b@20", "t30@30"]);
+    assert_eq!(tool.pending().timers, 0);
+    assert_eq!(tool.advance(ms(5)), 0);
+    assert_eq!(tool.elapsed(), ms(35));
+}
+
+#[test]
+fn test_tool_pending_counts_are_exact() {
+    let mut tool = TestTool::new();
+    let st = tool.pending();
+    assert_eq!((st.flows, st.timers, st.immediates, st.inbox), (0, 0, 0, 0));
+    tool.immediate(|_| {});
+    tool.immediate(|_| {});
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.set_timeout(Duration::from_secs(1));
+        Ok(())
+    });
+    let mut p = root.promise::<()>(&mut tool);
+    tool.deferred(ms(500), |_| {});
+    let st = tool.pending();
+    assert_eq!((st.flows, st.timers, st.immediates, st.inbox), (1, 1, 3, 0));
+
+    assert!(tool.run_one());
+    let st = tool.pending();
+    assert_eq!((st.flows, st.timers, st.immediates), (1, 1, 2));
+
+    assert_eq!(tool.run_all_ready(), 2);
+    let st = tool.pending();
+    assert_eq!((st.flows, st.timers, st.immediates), (1, 2, 0));
+    assert_eq!(st.steps, 1);
+
+    tool.advance(ms(500));
+    let st = tool.pending();
+    assert_eq!((st.flows, st.timers, st.immediates), (1, 1, 0));
+    assert!(p.try_take().is_none());
+
+    tool.advance(ms(500));
+    let st = tool.pending();
+    assert_eq!((st.flows, st.timers, st.immediates), (0, 0, 0));
+    assert_eq!(p.try_take().unwrap().unwrap_err().code(), codes::TIMEOUT);
+}
+
+#[test]
+
+fn test_tool_pending_excludes_cancelled_immediate() {
+    let mut tool = TestTool::new();
+    let ran = Rc::new(Cell::new(0));
+    let mut hs = Vec::new();
+    for _ in 0..3 {
+        let r = ran.clone();
+        hs.push(tool.immediate(move |_| r.set(r.get() + 1)));
+    }
+    tool.cancel(hs[1]);
+    assert_eq!(tool.pending().immediates, 2);
+    assert_eq!(tool.run_all(), 2);
+    assert_eq!(ran.get(), 2);
+}
+
+#[test]
+
+fn test_tool_cancel_of_due_timer_keeps_timer_count_exact() {
+    let mut tool = TestTool::new();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    let victim: Rc<Cell<Option<TaskHandle>>> = Rc::new(Cell::new(None));
+    let (o, v) = (order.clone(), victim.clone());
+    tool.deferred(ms(5), move |sched| {
+        o.borrow_mut().push("first");
+        sched.cancel(v.get().unwrap());
+    });
+    let o = order.clone();
+    let h2 = tool.deferred(ms(5), move |_| o.borrow_mut().push("victim"));
+    victim.set(Some(h2));
+    let o = order.clone();
+    tool.deferred(ms(10), move |_| o.borrow_mut().push("last"));
+    assert_eq!(tool.pending().timers, 3);
+    // Both 5 ms timers fall due together; the first cancels the second.
+    assert!(tool.run_one());
+    assert_eq!(*order.borrow(), ["first"]);
+    assert!(!tool.is_valid(h2));
+    assert_eq!(tool.pending().timers, 1);
+    tool.advance(ms(5));
+    assert_eq!(*order.borrow(), ["first", "last"]);
+    assert_eq!(tool.pending().timers, 0);
+    tool.deferred(ms(1), |_| {});
+    assert_eq!(tool.pending().timers, 1);
+}
+
+#[test]
+fn test_tool_100k_timers_90k_cancelled() {
+    let mut tool = TestTool::new();
+    let fired = Rc::new(RefCell::new(Vec::with_capacity(10_000)));
+    let handles: Vec<TaskHandle> = (0..100_000u64)
+        .map(|i| {
+            let f = fired.clone();
+            tool.deferred(ms(i + 1), move |_| f.borrow_mut().push(i))
+        })
+        .collect();
+    assert_eq!(tool.stats().timers, 100_000);
+    for (i, h) in handles.iter().enumerate() {
+        if i % 10 != 0 {
+            tool.cancel(*h);
+        }
+    }
+    assert_eq!(tool.stats().timers, 10_000);
+    assert_eq!(tool.pending().timers, 10_000);
+    assert_eq!(tool.run_all(), 10_000);
+    assert_eq!(fired.borrow().len(), 10_000);
+    assert_eq!(
+        *fired.borrow(),
+        (0..100_000u64).step_by(10).collect::<Vec<_>>()
+    );
+    assert_eq!(tool.elapsed(), ms(99_991));
+    assert_eq!(tool.stats().timers, 0);
+}
+
+#[test]
+fn long_repeat_yields_to_other_work() {
+    let l = log();
+    let mut tool = TestTool::new();
+    let a = l.clone();
+    tool.immediate(move |_| push(&a, "immediate"));
+
+    let mut fa = AsyncSteps::new();
+    fa.repeat(100_000, |_, _| Ok(()));
+    let a = l.clone();
+    fa.add(move |_, ()| {
+        push(&a, "A done");
+        Ok(())
+    });
+    let mut pa = fa.promise::<()>(&mut tool);
+
+    let mut fb = AsyncSteps::new();
+    let b = l.clone();
+    fb.add(move |_, ()| {
+        push(&b, "B done");
+        Ok(())
+    });
+    let mut pb = fb.promise::<()>(&mut tool);
+
+    assert!(tool.run_one());
+    assert_eq!(entries(&l), ["immediate"]);
+    // A's first activation: a burst, not the whole loop.
+    assert!(tool.run_one());
+    assert!(pa.try_take().is_none());
+    assert_eq!(entries(&l), ["immediate"]);
+    let steps_first = tool.stats().steps;
+    assert!(steps_first > 0 && steps_first < 100_000, "{steps_first}");
+    // B, started after A, gets its turn before A finishes.
+    assert!(tool.run_one());
+    pb.try_take().unwrap().unwrap();
+    assert_eq!(entries(&l), ["immediate", "B done"]);
+
+    let mut activations = 1usize;
+    let ra = loop {
+        if let Some(r) = pa.try_take() {
+            break r;
+        }
+        assert!(tool.run_one());
+        activations += 1;
+    };
+    ra.unwrap();
+    assert!(activations > 1);
+    assert!(activations >= 100_000 / 1024, "{activations}");
+    assert_eq!(entries(&l), ["immediate", "B done", "A done"]);
+    assert!(!tool.run_one());
+}
