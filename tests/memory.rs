@@ -298,12 +298,13 @@ fn run(tool: &mut TestTool, root: AsyncSteps) -> Snap {
 fn repeat_steps_do_not_allocate() {
     let _c = start_counting();
     let mut tool = TestTool::new();
-    // Warm-up: the same shape once, so the pooled flow has its buffers.
-    let warmup = run(&mut tool, repeat_flow(1000));
-    let small = run(&mut tool, repeat_flow(1000));
+    // Warm-up: a loop long enough to yield to the loop (past one burst of
+    // steps), so the pooled flow has all its buffers.
+    let warmup = run(&mut tool, repeat_flow(100_000));
+    let small = run(&mut tool, repeat_flow(10_000));
     let big = run(&mut tool, repeat_flow(100_000));
     println!(
-        "repeat: warm-up(1k) {warmup:?}, 1k {small:?}, 100k {big:?} (allocs include the loop's boxes)"
+        "repeat: warm-up(100k) {warmup:?}, 10k {small:?}, 100k {big:?} (allocs include the loop's boxes)"
     );
     // Only the loop step's two boxes (iterator closure, loop definition)
     // and the loop frame's lazily allocated extra data, once per loop.
@@ -323,7 +324,9 @@ fn zero_sized_substeps_do_not_allocate() {
     let cold = run(&mut tool, substeps_flow(1000, false));
     // A second flow reuses the pooled flow object.
     let pooled = run(&mut tool, substeps_flow(1000, false));
-    // Steady state: the same flow added and ran 1000 sub-steps before.
+    // Steady state: the pooled flow already ran this shape (its queue and
+    // its ready queue for yielding past a burst have their capacity).
+    run(&mut tool, substeps_flow(1000, true));
     let warm = run(&mut tool, substeps_flow(1000, true));
     println!("1000 ZST sub-steps: cold {cold:?}, pooled flow {pooled:?}, warm {warm:?}");
     // ZST closures box without allocating: only the queue's doubling from

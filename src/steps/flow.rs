@@ -45,21 +45,28 @@ pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
     Error::internal(format!("panic in {what}: {msg}"))
 }
 
-/// How a flow ended, and who waits for it.
-pub(crate) type FlowResult = (Result<Args, Error>, Option<Arc<Completion>>);
+/// Strands other than the main one, and the queue of strands ready to run:
+/// needed only by parallel steps and by flows that yield, so allocated on
+/// first use and kept with the pooled flow.
+#[derive(Default)]
+pub(crate) struct Side {
+    /// Branch strands; strand id `n` is `branches[n - 1]`.
+    branches: Vec<Strand>,
+    free: Vec<u32>,
+    ready: VecDeque<(u32, u32, Act)>,
+}
 
 /// One root flow on its loop.
 #[derive(Default)]
 pub(crate) struct Flow {
     pub key: FlowKey,
-    pub strands: Vec<Strand>,
-    free: Vec<u32>,
-    ready: VecDeque<(u32, u32, Act)>,
+    main: Strand,
+    side: Option<Box<Side>>,
     pub state: State,
     pub seq: u32,
-    pub budget: u32,
     done: Option<Arc<Completion>>,
-    result: Option<Result<Args, Error>>,
+    /// The main strand has not run yet.
+    start: bool,
     /// The flow ended by root cancel (not an error to report).
     canceled: bool,
     /// An `Entry::Flow` for this flow is in the loop's queue.
@@ -70,37 +77,41 @@ impl Flow {
     pub(crate) fn init(&mut self, key: FlowKey, root: AsyncSteps, done: Option<Arc<Completion>>) {
         self.key = key;
         let AsyncSteps { mut steps, state } = root;
-        steps.reverse();
-        if self.strands.is_empty() {
-            self.strands.push(Strand::default());
+        let q = &mut self.main.queue;
+        if q.capacity() >= steps.len() {
+            // Reuse the pooled queue; the model's vector is freed.
+            q.extend(steps.drain(..).rev());
+        } else {
+            steps.reverse();
+            *q = steps;
         }
-        let main = &mut self.strands[0];
-        main.queue = steps;
-        main.live = true;
+        self.main.live = true;
         self.state = state;
         if let Some(d) = &done {
             d.bind(key);
         }
         self.done = done;
-        self.ready.push_back((0, main.gen, Act::Next(Args::new())));
+        self.start = true;
     }
 
     /// Clears the flow for reuse, keeping allocations.
     pub(crate) fn reset(&mut self) {
-        self.strands.truncate(1);
-        if let Some(m) = self.strands.first_mut() {
-            m.frames.clear();
-            m.queue.clear();
-            m.parent = None;
-            m.live = false;
-            m.gen = m.gen.wrapping_add(1);
+        let m = &mut self.main;
+        m.frames.clear();
+        m.queue.clear();
+        m.parent = (0, 0);
+        m.live = false;
+        m.fresh = false;
+        m.gen = m.gen.wrapping_add(1);
+        if let Some(side) = &mut self.side {
+            side.branches.clear();
+            side.free.clear();
+            side.ready.clear();
         }
-        self.free.clear();
-        self.ready.clear();
         self.state = State::new();
         self.seq = 0;
         self.done = None;
-        self.result = None;
+        self.start = false;
         self.canceled = false;
         self.queued = false;
     }
@@ -111,106 +122,143 @@ impl Flow {
     }
 
     pub(crate) fn has_ready(&self) -> bool {
-        !self.ready.is_empty()
+        self.start || self.side.as_ref().is_some_and(|s| !s.ready.is_empty())
     }
 
-    pub(crate) fn take_result(&mut self) -> Option<FlowResult> {
-        let r = self.result.take()?;
-        Some((r, self.done.take()))
+    /// Who waits for the result.
+    pub(crate) fn take_done(&mut self) -> Option<Arc<Completion>> {
+        self.done.take()
+    }
+
+    #[inline]
+    pub(crate) fn st(&mut self, sid: u32) -> &mut Strand {
+        match sid {
+            0 => &mut self.main,
+            n => &mut self.side.as_mut().expect("branch strand").branches[n as usize - 1],
+        }
+    }
+
+    #[inline]
+    fn st_get(&self, sid: u32) -> Option<&Strand> {
+        match sid {
+            0 => Some(&self.main),
+            n => self.side.as_ref()?.branches.get(n as usize - 1),
+        }
+    }
+
+    fn side(&mut self) -> &mut Side {
+        self.side.get_or_insert_with(Default::default)
+    }
+
+    fn push_ready(&mut self, front: bool, sid: u32, act: Act) {
+        let gen = self.st(sid).gen;
+        let r = &mut self.side().ready;
+        if front {
+            r.push_front((sid, gen, act));
+        } else {
+            r.push_back((sid, gen, act));
+        }
     }
 
     /// Runs until every strand waits, the flow ends, or the burst is spent.
-    /// Returns true when the flow has ended.
-    pub(crate) fn drive(&mut self, sched: &mut Scheduler, resume: Resume) -> bool {
-        self.budget = BURST;
-        match resume {
-            Resume::Ready => {}
+    /// Returns the flow's result when it has ended.
+    pub(crate) fn drive(&mut self, sched: &mut Scheduler, resume: Resume) -> Option<Result<Args, Error>> {
+        sched.budget = BURST;
+        let first = match resume {
+            Resume::Ready if self.start => {
+                self.start = false;
+                Some((0, Act::Next(Args::new())))
+            }
+            Resume::Ready => None,
             Resume::Complete {
                 strand,
                 seq,
                 result,
-            } => {
-                if self.top_waiting(strand, seq).is_some() {
-                    let act = match result {
+            } => match self.top_waiting(strand, seq) {
+                Some(_) => Some((
+                    strand,
+                    match result {
                         Ok(a) => {
                             self.pop_frame(sched, strand, false);
                             Act::Next(a)
                         }
                         Err(e) => Act::Fail(e),
-                    };
-                    let gen = self.strands[strand as usize].gen;
-                    self.ready.push_front((strand, gen, act));
-                }
-            }
-            Resume::Timeout { strand, seq } => self.timeout(sched, strand, seq),
+                    },
+                )),
+                None => None,
+            },
+            Resume::Timeout { strand, seq } => self.timeout(sched, strand, seq).map(|a| (strand, a)),
             Resume::Poll { strand, seq } => {
                 if self.top_waiting(strand, seq) == Some(Kind::Await) {
-                    if let Some(act) = self.poll_future(sched, strand) {
-                        let gen = self.strands[strand as usize].gen;
-                        self.ready.push_front((strand, gen, act));
-                    }
+                    self.poll_future(sched, strand).map(|a| (strand, a))
+                } else {
+                    None
                 }
             }
             Resume::Cancel => {
                 self.cancel_strand(sched, 0);
-                self.result = Some(Err(Error::with_info(codes::CANCELED, "flow cancelled")));
                 self.canceled = true;
-                return true;
+                return Some(Err(Error::with_info(codes::CANCELED, "flow cancelled")));
+            }
+        };
+        if let Some((sid, act)) = first {
+            if let Some(r) = self.run_strand(sched, sid, act) {
+                return Some(r);
             }
         }
-        while let Some((sid, gen, act)) = self.ready.pop_front() {
-            let st = &self.strands[sid as usize];
-            if !st.live || st.gen != gen {
-                continue;
-            }
-            self.run_strand(sched, sid, act);
-            if self.result.is_some() {
-                return true;
-            }
-            if self.budget == 0 {
+        while sched.budget > 0 {
+            let Some((sid, gen, act)) = self.side.as_mut().and_then(|s| s.ready.pop_front()) else {
                 break;
+            };
+            match self.st_get(sid) {
+                Some(st) if st.live && st.gen == gen => {}
+                _ => continue,
+            }
+            if let Some(r) = self.run_strand(sched, sid, act) {
+                return Some(r);
             }
         }
-        self.result.is_some()
+        None
     }
 
     /// Kind of the top frame of `strand` if it is the waiting step `seq`.
     fn top_waiting(&self, strand: u32, seq: u32) -> Option<Kind> {
-        let st = self.strands.get(strand as usize)?;
+        let st = self.st_get(strand)?;
         let f = st.frames.last()?;
         (st.live && f.seq == seq && f.flags & WAIT != 0 && f.flags & HANDLED == 0).then_some(f.kind)
     }
 
-    fn run_strand(&mut self, sched: &mut Scheduler, sid: u32, mut act: Act) {
+    /// Runs one strand until it waits or ends; the flow's result when the
+    /// main strand ends.
+    fn run_strand(&mut self, sched: &mut Scheduler, sid: u32, mut act: Act) -> Option<Result<Args, Error>> {
         loop {
             let next = match act {
                 Act::Next(args) => self.next(sched, sid, args),
                 Act::Fail(e) => self.unwind(sched, sid, e, true),
                 Act::Up(e) => self.unwind(sched, sid, e, false),
+                Act::End(r) => return Some(r),
             };
             match next {
-                None => return,
+                None => return None,
                 Some(a) => act = a,
             }
-            let st = &mut self.strands[sid as usize];
+            let st = self.st(sid);
             // Errors are handled at once; only going on to a next step waits.
             if st.fresh && st.live && matches!(act, Act::Next(_)) {
                 st.fresh = false;
-                let gen = st.gen;
-                self.ready.push_back((sid, gen, act));
-                return;
+                self.push_ready(false, sid, act);
+                return None;
             }
-            if self.budget == 0 {
-                let gen = self.strands[sid as usize].gen;
-                self.ready.push_front((sid, gen, act));
-                return;
+            if sched.budget == 0 && !matches!(act, Act::End(_)) {
+                self.push_ready(true, sid, act);
+                return None;
             }
         }
     }
 
     /// Runs the next step of the top level, or completes the top frame.
     fn next(&mut self, sched: &mut Scheduler, sid: u32, args: Args) -> Option<Act> {
-        let st = &mut self.strands[sid as usize];
+        let st = self.st(sid);
         let (seg, kind) = match st.frames.last() {
             Some(f) => (f.seg as usize, Some(f.kind)),
             None => (0, None),
@@ -221,8 +269,7 @@ impl Flow {
         }
         match kind {
             None => {
-                self.strand_done(sched, sid, Ok(args));
-                None
+                self.strand_done(sched, sid, Ok(args))
             }
             Some(Kind::Loop) => self.iterate(sched, sid),
             Some(_) => {
@@ -239,12 +286,17 @@ impl Flow {
         name: crate::steps::def::NameFn,
         kind: Kind,
     ) {
-        self.seq = self.seq.wrapping_add(1);
-        self.budget = self.budget.saturating_sub(1);
-        let st = &mut self.strands[sid as usize];
+        // Frame seqs are never 0: that marks "no parent" in a strand.
+        self.seq = self.seq.checked_add(1).unwrap_or(1);
+        let seq = self.seq;
+        let st = self.st(sid);
+        if st.frames.capacity() == 0 {
+            // A flow waiting at level 0 keeps one frame: don't reserve four.
+            st.frames.reserve_exact(1);
+        }
         st.frames.push(Frame {
             seg: st.queue.len() as u32,
-            seq: self.seq,
+            seq,
             kind,
             flags: 0,
             catch: def_catch,
@@ -262,11 +314,12 @@ impl Flow {
         mut args: Args,
     ) -> Option<Act> {
         sched.steps += 1;
+        sched.budget = sched.budget.saturating_sub(1);
         let StepDef { exec, catch, name } = def;
         match exec {
             Exec::Fn(f) => {
                 self.push_frame(sid, catch, name, Kind::Step);
-                let depth = self.strands[sid as usize].frames.len() - 1;
+                let depth = self.st(sid).frames.len() - 1;
                 let mut step = Step::new(sched, self, sid, depth, false);
                 let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step, &mut args)));
                 let out = step.into_outcome();
@@ -282,10 +335,10 @@ impl Flow {
                 let mut ids = Vec::with_capacity(branches.len());
                 for b in branches {
                     let bid = self.new_strand(sid, pseq);
-                    let st = &mut self.strands[bid as usize];
+                    let st = self.st(bid);
                     st.queue.push(b);
                     ids.push((bid, st.gen));
-                    self.ready.push_back((bid, st.gen, Act::Next(Args::new())));
+                    self.push_ready(false, bid, Act::Next(Args::new()));
                 }
                 let f = self.top(sid);
                 f.flags |= WAIT;
@@ -315,7 +368,7 @@ impl Flow {
     }
 
     fn top(&mut self, sid: u32) -> &mut Frame {
-        self.strands[sid as usize]
+        self.st(sid)
             .frames
             .last_mut()
             .expect("a frame")
@@ -346,16 +399,35 @@ impl Flow {
     /// Runs one loop iteration as a new frame above the loop frame.
     fn iterate(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
         sched.steps += 1;
+        sched.budget = sched.budget.saturating_sub(1);
         let lf = self.top(sid);
         let name = lf.name;
         let lp = lf.extra().lp.as_mut().expect("loop state");
         let mut iter = lp.iter.take().expect("loop not re-entered");
         self.push_frame(sid, None, name, Kind::Step);
-        let depth = self.strands[sid as usize].frames.len() - 1;
-        let mut step = Step::new(sched, self, sid, depth, false);
-        let r = catch_unwind(AssertUnwindSafe(|| iter(&mut step)));
-        let out = step.into_outcome();
-        let frames = &mut self.strands[sid as usize].frames;
+        let depth = self.st(sid).frames.len() - 1;
+        let (r, out) = loop {
+            let mut step = Step::new(sched, self, sid, depth, false);
+            let r = catch_unwind(AssertUnwindSafe(|| iter(&mut step)));
+            // Fast path: an iteration that returned Ok without adding steps,
+            // waiting or misusing the API ended like an implicit success (a
+            // loop ignores its body's success args). Its frame is reused for
+            // the next iteration, with a fresh seq so stale references stay
+            // detectable, instead of a pop and a push.
+            if !(matches!(r, Ok(Some(Ok(())))) && step.is_plain()) {
+                break (r, step.into_outcome());
+            }
+            drop(step);
+            if sched.budget <= 1 {
+                break (r, Outcome::default());
+            }
+            let seq = self.seq.checked_add(1).unwrap_or(1);
+            self.seq = seq;
+            self.top(sid).seq = seq;
+            sched.steps += 1;
+            sched.budget -= 1;
+        };
+        let frames = &mut self.st(sid).frames;
         if let Some(lp) = frames[depth - 1].extra.as_mut().and_then(|e| e.lp.as_mut()) {
             lp.iter = Some(iter);
         }
@@ -386,7 +458,7 @@ impl Flow {
             Some(e) => Err(e),
             None => r,
         };
-        let st = &mut self.strands[sid as usize];
+        let st = self.st(sid);
         let top = st.frames.last_mut().expect("a frame");
         if out.added {
             st.queue[top.seg as usize..].reverse();
@@ -411,7 +483,7 @@ impl Flow {
     /// Removes the top frame of `sid`. With `cancel`, its cancel callback
     /// runs first (and a parallel frame cancels its branches).
     pub(crate) fn pop_frame(&mut self, sched: &mut Scheduler, sid: u32, cancel: bool) {
-        let st = &mut self.strands[sid as usize];
+        let st = self.st(sid);
         let Some(mut f) = st.frames.pop() else {
             return;
         };
@@ -434,7 +506,7 @@ impl Flow {
         if cancel {
             if let Some(par) = x.par.take() {
                 for (b, g) in par.branches {
-                    let st = &self.strands[b as usize];
+                    let st = self.st(b);
                     if st.live && st.gen == g {
                         self.cancel_strand(sched, b);
                     }
@@ -452,102 +524,102 @@ impl Flow {
     }
 
     fn new_strand(&mut self, parent: u32, pseq: u32) -> u32 {
-        let id = match self.free.pop() {
+        let side = self.side();
+        let id = match side.free.pop() {
             Some(id) => id,
             None => {
-                self.strands.push(Strand::default());
-                (self.strands.len() - 1) as u32
+                side.branches.push(Strand::default());
+                side.branches.len() as u32
             }
         };
-        let st = &mut self.strands[id as usize];
+        let st = self.st(id);
         st.live = true;
         st.fresh = true;
-        st.parent = Some((parent, pseq));
+        st.parent = (parent, pseq);
         id
     }
 
     fn release_strand(&mut self, sid: u32) {
-        let st = &mut self.strands[sid as usize];
+        let st = self.st(sid);
         st.live = false;
         st.fresh = false;
         st.gen = st.gen.wrapping_add(1);
         st.queue.clear();
         st.frames.clear();
-        st.parent = None;
+        st.parent = (0, 0);
         if sid != 0 {
-            self.free.push(sid);
+            self.side().free.push(sid);
         }
     }
 
     /// Cancels every frame of a strand, innermost first, and releases it.
     pub(crate) fn cancel_strand(&mut self, sched: &mut Scheduler, sid: u32) {
-        while !self.strands[sid as usize].frames.is_empty() {
+        while !self.st(sid).frames.is_empty() {
             self.pop_frame(sched, sid, true);
         }
         self.release_strand(sid);
     }
 
     /// A strand ran out of steps, or failed with nothing left to handle it.
-    fn strand_done(&mut self, sched: &mut Scheduler, sid: u32, res: Result<Args, Error>) {
-        let Some((psid, pseq)) = self.strands[sid as usize].parent else {
+    /// For the main strand this ends the flow: the result comes back as
+    /// [`Act::End`].
+    fn strand_done(&mut self, sched: &mut Scheduler, sid: u32, res: Result<Args, Error>) -> Option<Act> {
+        let Some((psid, pseq)) = self.st(sid).parent() else {
             self.release_strand(sid);
-            self.result = Some(res);
-            return;
+            return Some(Act::End(res));
         };
         self.release_strand(sid);
-        let pst = &mut self.strands[psid as usize];
-        let pgen = pst.gen;
+        let pst = self.st(psid);
         let Some(pf) = pst.frames.last_mut().filter(|f| f.seq == pseq) else {
-            return;
+            return None;
         };
-        let Some(par) = pf.extra.as_mut().and_then(|x| x.par.as_mut()) else {
-            return;
-        };
+        let par = pf.extra.as_mut().and_then(|x| x.par.as_mut())?;
         match res {
             Ok(_) => {
                 par.remaining -= 1;
                 if par.remaining == 0 {
                     self.pop_frame(sched, psid, false);
-                    self.ready.push_back((psid, pgen, Act::Next(Args::new())));
+                    self.push_ready(false, psid, Act::Next(Args::new()));
                 }
             }
             Err(e) => {
                 let branches = std::mem::take(&mut par.branches);
                 for (b, g) in branches {
-                    let st = &self.strands[b as usize];
+                    let st = self.st(b);
                     if st.live && st.gen == g {
                         self.cancel_strand(sched, b);
                     }
                 }
-                self.ready.push_back((psid, pgen, Act::Up(e)));
+                self.push_ready(false, psid, Act::Up(e));
             }
         }
+        None
     }
 
     /// A timeout fired for step `seq`: cancel it and everything above it,
     /// innermost first, then raise `Timeout` at its level.
-    fn timeout(&mut self, sched: &mut Scheduler, sid: u32, seq: u32) {
-        let Some(st) = self.strands.get(sid as usize).filter(|s| s.live) else {
-            return;
+    fn timeout(&mut self, sched: &mut Scheduler, sid: u32, seq: u32) -> Option<Act> {
+        let Some(st) = self.st_get(sid).filter(|s| s.live) else {
+            return None;
         };
         let Some(k) = st.frames.iter().rposition(|f| f.seq == seq) else {
-            return;
+            return None;
         };
         let top_is_k = k + 1 == st.frames.len();
         if st.frames[k].extra.as_ref().and_then(|x| x.timer).is_none() {
-            return; // the timer was replaced or cleared
+            return None; // the timer was replaced or cleared
         }
         if top_is_k {
             if let Some(w) = &st.frames[k].wait {
                 if !w.claim() {
-                    return; // an external completion won and is on its way
+                    return None; // an external completion won and is on its way
                 }
             }
         }
-        while self.strands[sid as usize].frames.len() > k + 1 {
+        while self.st(sid).frames.len() > k + 1 {
             self.pop_frame(sched, sid, true);
         }
-        let st = &mut self.strands[sid as usize];
+        let st = self.st(sid);
         let mut f = st.frames.pop().expect("frame k");
         st.queue.truncate(f.seg as usize);
         if let Some(x) = f.extra.as_mut() {
@@ -555,27 +627,24 @@ impl Flow {
         }
         self.end_frame(sched, &mut f, true);
         f.flags &= !WAIT;
-        let st = &mut self.strands[sid as usize];
+        let st = self.st(sid);
         st.frames.push(f);
-        let gen = st.gen;
-        self.ready
-            .push_front((sid, gen, Act::Fail(Error::new(codes::TIMEOUT))));
+        Some(Act::Fail(Error::new(codes::TIMEOUT)))
     }
 
     fn async_stack(&self, sid: u32) -> Vec<&'static str> {
+        let strand = |id: u32| self.st_get(id).expect("live strand");
         let mut chain = vec![sid];
         let mut cur = sid;
-        while let Some((p, _)) = self.strands[cur as usize].parent {
+        while let Some((p, _)) = strand(cur).parent() {
             chain.push(p);
             cur = p;
         }
         let mut out = Vec::new();
         for (i, s) in chain.iter().rev().enumerate() {
-            let frames = &self.strands[*s as usize].frames;
+            let frames = &strand(*s).frames;
             let upto = if i + 1 < chain.len() {
-                let (_, pseq) = self.strands[chain[chain.len() - 2 - i] as usize]
-                    .parent
-                    .expect("child");
+                let (_, pseq) = strand(chain[chain.len() - 2 - i]).parent().expect("child");
                 frames
                     .iter()
                     .position(|f| f.seq == pseq)
@@ -609,10 +678,9 @@ impl Flow {
         }
         let mut origin = true;
         loop {
-            let st = &mut self.strands[sid as usize];
+            let st = self.st(sid);
             let Some(top) = st.frames.last_mut() else {
-                self.strand_done(sched, sid, Err(err));
-                return None;
+                return self.strand_done(sched, sid, Err(err));
             };
             st.queue.truncate(top.seg as usize);
             let catch = if top.flags & HANDLED == 0 {
@@ -625,10 +693,10 @@ impl Flow {
                 origin = false;
                 continue;
             };
-            let mut f = self.strands[sid as usize].frames.pop().expect("top");
+            let mut f = self.st(sid).frames.pop().expect("top");
             self.end_frame(sched, &mut f, !origin);
             f.flags = (f.flags | HANDLED) & !WAIT;
-            let st = &mut self.strands[sid as usize];
+            let st = self.st(sid);
             st.frames.push(f);
             let depth = st.frames.len() - 1;
             let mut step = Step::new(sched, self, sid, depth, true);
@@ -639,7 +707,7 @@ impl Flow {
                 (Ok(r), None) => r,
                 (Err(p), None) => Err(panic_error("error handler", p)),
             };
-            let st = &mut self.strands[sid as usize];
+            let st = self.st(sid);
             let top = st.frames.last_mut().expect("handler frame");
             if out.added {
                 st.queue[top.seg as usize..].reverse();
@@ -686,7 +754,7 @@ impl Flow {
             Control::Continue(l) => (l.as_deref(), false),
             Control::None => return None,
         };
-        let frames = &self.strands[sid as usize].frames;
+        let frames = &mut self.st(sid).frames;
         let l = frames.iter().rposition(|f| {
             f.kind == Kind::Loop
                 && match label {
@@ -700,16 +768,16 @@ impl Flow {
                     }
                 }
         })?;
-        if origin_on_top && self.strands[sid as usize].frames.len() > l + 1 {
+        if origin_on_top && self.st(sid).frames.len() > l + 1 {
             self.pop_frame(sched, sid, false);
         }
-        while self.strands[sid as usize].frames.len() > l + 1 {
+        while self.st(sid).frames.len() > l + 1 {
             self.pop_frame(sched, sid, true);
         }
         if brk {
             self.pop_frame(sched, sid, false);
         } else {
-            let st = &mut self.strands[sid as usize];
+            let st = self.st(sid);
             let seg = st.frames[l].seg as usize;
             st.queue.truncate(seg);
         }
@@ -720,15 +788,15 @@ impl Flow {
     pub(crate) fn find_frame(&mut self, sid: u32, seq: u32) -> Option<&mut Frame> {
         let mut cur = sid;
         loop {
-            let st = &self.strands[cur as usize];
-            if let Some(i) = st.frames.iter().rposition(|f| f.seq == seq) {
-                return self.strands[cur as usize].frames.get_mut(i);
+            let st = self.st_get(cur)?;
+            match st.frames.iter().rposition(|f| f.seq == seq) {
+                Some(i) => return self.st(cur).frames.get_mut(i),
+                None => cur = st.parent()?.0,
             }
-            cur = st.parent?.0;
         }
     }
 
     pub(crate) fn extra_of(&mut self, sid: u32, depth: usize) -> &mut Extra {
-        self.strands[sid as usize].frames[depth].extra()
+        self.st(sid).frames[depth].extra()
     }
 }

@@ -72,13 +72,22 @@ impl Frame {
 pub(crate) struct Strand {
     pub frames: Vec<Frame>,
     pub queue: Vec<StepDef>,
-    /// (parent strand, seq of the parallel frame waiting for this branch).
-    pub parent: Option<(u32, u32)>,
+    /// (parent strand, seq of the parallel frame waiting for this branch);
+    /// seq 0 (never used by a frame) means "no parent": the main strand.
+    pub parent: (u32, u32),
     pub gen: u32,
     pub live: bool,
     /// A new parallel branch: it runs one step, then lets its siblings
     /// start before going on (all branches start together, spec 1).
     pub fresh: bool,
+}
+
+impl Strand {
+    /// The parent strand and its waiting parallel frame, for a branch.
+    #[inline]
+    pub(crate) fn parent(&self) -> Option<(u32, u32)> {
+        (self.parent.1 != 0).then_some(self.parent)
+    }
 }
 
 /// What a strand does next.
@@ -90,4 +99,6 @@ pub(crate) enum Act {
     /// An error from a failed parallel branch, already recorded in the state
     /// (so `async_stack` keeps naming the branch step that raised it).
     Up(Error),
+    /// The main strand has ended: the flow's result.
+    End(Result<Args, Error>),
 }

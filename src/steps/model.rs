@@ -98,7 +98,7 @@ impl AsyncSteps {
         F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
         A: FromArgs + 'static,
     {
-        self.steps.push(StepDef {
+        self.push(StepDef {
             exec: Exec::Fn(def::cloned(f)),
             catch: None,
             name: name_of::<F>(),
@@ -113,12 +113,21 @@ impl AsyncSteps {
         A: FromArgs + 'static,
         C: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
     {
-        self.steps.push(StepDef {
+        self.push(StepDef {
             exec: Exec::Fn(def::cloned(f)),
             catch: Some(def::cloned_catch(on_error)),
             name: name_of::<F>(),
         });
         self
+    }
+
+    fn push(&mut self, d: StepDef) {
+        // Most roots hold one or a few steps: start with room for exactly one
+        // (a waiting flow keeps this buffer as its queue).
+        if self.steps.capacity() == 0 {
+            self.steps.reserve_exact(1);
+        }
+        self.steps.push(d);
     }
 
     /// Adds a level-0 parallel step (spec `parallel`); add its branches to
@@ -152,7 +161,7 @@ impl AsyncSteps {
     }
 
     fn parallel_def(&mut self, catch: Option<Box<dyn def::CatchFn>>) -> ModelParallel<'_> {
-        self.steps.push(StepDef {
+        self.push(StepDef {
             exec: Exec::Parallel(Vec::new()),
             catch,
             name: name_of::<ModelParallel<'static>>(),

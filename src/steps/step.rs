@@ -16,6 +16,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 /// What a callback did through its [`Step`].
+#[derive(Default)]
 pub(crate) struct Outcome {
     pub success: Option<Args>,
     pub added: bool,
@@ -109,6 +110,18 @@ impl<'a> Step<'a> {
         self.out
     }
 
+    /// True when the callback added nothing, misused nothing and left its
+    /// frame untouched (no wait, timeout, cancel or stack value); its success
+    /// args, if any, are for the caller to ignore.
+    #[inline]
+    pub(crate) fn is_plain(&mut self) -> bool {
+        if self.out.added || self.out.misuse.is_some() {
+            return false;
+        }
+        let f = &self.flow.st(self.sid).frames[self.depth];
+        f.flags == 0 && f.extra.is_none() && f.wait.is_none()
+    }
+
     fn misuse(&mut self, info: &'static str) -> StepResult {
         let e = Error::internal(info);
         if self.out.misuse.is_none() {
@@ -123,7 +136,7 @@ impl<'a> Step<'a> {
             return;
         }
         self.out.added = true;
-        self.flow.strands[self.sid as usize].queue.push(def);
+        self.flow.st(self.sid).queue.push(def);
     }
 
     /// Adds a sub-step (spec `add`). It runs after this callback returns;
@@ -195,7 +208,7 @@ impl<'a> Step<'a> {
     }
 
     pub(crate) fn queue_mut(&mut self) -> &mut Vec<StepDef> {
-        &mut self.flow.strands[self.sid as usize].queue
+        &mut self.flow.st(self.sid).queue
     }
 
     /// Adds a step that completes with `args` (spec `successStep`).
@@ -230,7 +243,7 @@ impl<'a> Step<'a> {
     }
 
     fn frame_flags(&mut self) -> &mut u8 {
-        &mut self.flow.strands[self.sid as usize].frames[self.depth].flags
+        &mut self.flow.st(self.sid).frames[self.depth].flags
     }
 
     fn waiting_allowed(&mut self, what: &'static str) -> bool {
@@ -250,7 +263,7 @@ impl<'a> Step<'a> {
         if !self.waiting_allowed("set_timeout() is not allowed in an error handler") {
             return;
         }
-        let seq = self.flow.strands[self.sid as usize].frames[self.depth].seq;
+        let seq = self.flow.st(self.sid).frames[self.depth].seq;
         let t = self
             .sched
             .flow_timeout(timeout, self.flow.key, self.sid, seq);
@@ -291,12 +304,13 @@ impl<'a> Step<'a> {
         if !self.waiting_allowed("wait_external() is not allowed in an error handler") {
             return ExternalHandle::closed(self.sched.shared.clone());
         }
-        let f = &mut self.flow.strands[self.sid as usize].frames[self.depth];
+        let (key, sid) = (self.flow.key, self.sid);
+        let f = &mut self.flow.st(self.sid).frames[self.depth];
+        let seq = f.seq;
+        let shared = &self.sched.shared;
         let token = f
             .wait
-            .get_or_insert_with(|| {
-                WaitToken::new(self.sched.shared.clone(), self.flow.key, self.sid, f.seq)
-            })
+            .get_or_insert_with(|| WaitToken::new(shared.clone(), key, sid, seq))
             .clone();
         ExternalHandle::new(token)
     }
@@ -330,7 +344,7 @@ impl<'a> Step<'a> {
     /// assert_eq!(tool.block_on::<(usize,)>(p).unwrap().0, 1);
     /// ```
     pub fn stack<T: 'static>(&mut self, value: T) -> StackRef<T> {
-        let seq = self.flow.strands[self.sid as usize].frames[self.depth].seq;
+        let seq = self.flow.st(self.sid).frames[self.depth].seq;
         let x = self.flow.extra_of(self.sid, self.depth);
         x.stack.push(Box::new(value));
         StackRef {
