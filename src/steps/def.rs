@@ -17,7 +17,7 @@ pub(crate) fn name_of<F>() -> NameFn {
 
 /// An execute callback, boxed. Clonable ones come from models (root flows).
 pub(crate) trait ExecFn {
-    fn call(self: Box<Self>, s: &mut Step<'_>, args: &mut Args) -> StepResult;
+    fn call(self: Box<Self>, s: &mut Step<'_>) -> StepResult;
     fn try_clone(&self) -> Option<Box<dyn ExecFn>>;
 }
 
@@ -36,8 +36,8 @@ where
     A: FromArgs + 'static,
 {
     #[inline]
-    fn call(self: Box<Self>, s: &mut Step<'_>, args: &mut Args) -> StepResult {
-        let a = A::from_args(args)?;
+    fn call(self: Box<Self>, s: &mut Step<'_>) -> StepResult {
+        let a = A::from_args(s.args())?;
         (self.0)(s, a)
     }
     fn try_clone(&self) -> Option<Box<dyn ExecFn>> {
@@ -51,8 +51,8 @@ where
     A: FromArgs + 'static,
 {
     #[inline]
-    fn call(self: Box<Self>, s: &mut Step<'_>, args: &mut Args) -> StepResult {
-        let a = A::from_args(args)?;
+    fn call(self: Box<Self>, s: &mut Step<'_>) -> StepResult {
+        let a = A::from_args(s.args())?;
         (self.0)(s, a)
     }
     fn try_clone(&self) -> Option<Box<dyn ExecFn>> {

@@ -5,7 +5,9 @@ use crate::args::Args;
 use crate::error::{codes, Control, Error};
 use crate::state::State;
 use crate::steps::def::{Exec, StepDef};
-use crate::steps::frame::{Act, Extra, Frame, Kind, LoopState, ParState, Strand, HANDLED, WAIT};
+use crate::steps::frame::{
+    Act, Extra, Frame, Kind, LoopState, ParState, Queued, Strand, HANDLED, WAIT,
+};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::steps::result::FutureWake;
@@ -53,7 +55,7 @@ pub(crate) struct Side {
     /// Branch strands; strand id `n` is `branches[n - 1]`.
     branches: Vec<Strand>,
     free: Vec<u32>,
-    ready: VecDeque<(u32, u32, Act)>,
+    ready: VecDeque<(u32, u32, Queued)>,
 }
 
 /// One root flow on its loop.
@@ -78,12 +80,14 @@ impl Flow {
         self.key = key;
         let AsyncSteps { mut steps, state } = root;
         let q = &mut self.main.queue;
-        if q.capacity() >= steps.len() {
-            // Reuse the pooled queue; the model's vector is freed.
-            q.extend(steps.drain(..).rev());
-        } else {
+        if steps.spilled() && q.capacity() < steps.len() {
+            // Adopt the model's heap buffer as the queue.
             steps.reverse();
-            *q = steps;
+            *q = steps.into_vec();
+        } else {
+            // Reuse the pooled queue (exact room for a cold flow).
+            q.reserve_exact(steps.len());
+            q.extend(steps.drain(..).rev());
         }
         self.main.live = true;
         self.state = state;
@@ -150,7 +154,7 @@ impl Flow {
         self.side.get_or_insert_with(Default::default)
     }
 
-    fn push_ready(&mut self, front: bool, sid: u32, act: Act) {
+    fn push_ready(&mut self, front: bool, sid: u32, act: Queued) {
         let gen = self.st(sid).gen;
         let r = &mut self.side().ready;
         if front {
@@ -164,10 +168,12 @@ impl Flow {
     /// Returns the flow's result when it has ended.
     pub(crate) fn drive(&mut self, sched: &mut Scheduler, resume: Resume) -> Option<Result<Args, Error>> {
         sched.budget = BURST;
+        // Whatever an earlier activation left in the args register is stale.
+        sched.clear_args();
         let first = match resume {
             Resume::Ready if self.start => {
                 self.start = false;
-                Some((0, Act::Next(Args::new())))
+                Some((0, Act::Next))
             }
             Resume::Ready => None,
             Resume::Complete {
@@ -180,7 +186,8 @@ impl Flow {
                     match result {
                         Ok(a) => {
                             self.pop_frame(sched, strand, false);
-                            Act::Next(a)
+                            sched.args = a;
+                            Act::Next
                         }
                         Err(e) => Act::Fail(e),
                     },
@@ -214,6 +221,14 @@ impl Flow {
                 Some(st) if st.live && st.gen == gen => {}
                 _ => continue,
             }
+            let act = match act {
+                Queued::Next(a) => {
+                    sched.args = a;
+                    Act::Next
+                }
+                Queued::Fail(e) => Act::Fail(e),
+                Queued::Up(e) => Act::Up(e),
+            };
             if let Some(r) = self.run_strand(sched, sid, act) {
                 return Some(r);
             }
@@ -233,10 +248,10 @@ impl Flow {
     fn run_strand(&mut self, sched: &mut Scheduler, sid: u32, mut act: Act) -> Option<Result<Args, Error>> {
         loop {
             let next = match act {
-                Act::Next(args) => self.next(sched, sid, args),
+                Act::Next => self.next(sched, sid),
                 Act::Fail(e) => self.unwind(sched, sid, e, true),
                 Act::Up(e) => self.unwind(sched, sid, e, false),
-                Act::End(r) => return Some(r),
+                Act::End(r) => return Some(r.map(|()| std::mem::take(&mut sched.args))),
             };
             match next {
                 None => return None,
@@ -244,20 +259,27 @@ impl Flow {
             }
             let st = self.st(sid);
             // Errors are handled at once; only going on to a next step waits.
-            if st.fresh && st.live && matches!(act, Act::Next(_)) {
+            if st.fresh && st.live && matches!(act, Act::Next) {
                 st.fresh = false;
-                self.push_ready(false, sid, act);
+                let a = std::mem::take(&mut sched.args);
+                self.push_ready(false, sid, Queued::Next(a));
                 return None;
             }
-            if sched.budget == 0 && !matches!(act, Act::End(_)) {
-                self.push_ready(true, sid, act);
+            if sched.budget == 0 {
+                let q = match act {
+                    Act::Next => Queued::Next(std::mem::take(&mut sched.args)),
+                    Act::Fail(e) => Queued::Fail(e),
+                    Act::Up(e) => Queued::Up(e),
+                    Act::End(r) => return Some(r.map(|()| std::mem::take(&mut sched.args))),
+                };
+                self.push_ready(true, sid, q);
                 return None;
             }
         }
     }
 
     /// Runs the next step of the top level, or completes the top frame.
-    fn next(&mut self, sched: &mut Scheduler, sid: u32, args: Args) -> Option<Act> {
+    fn next(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
         let st = self.st(sid);
         let (seg, kind) = match st.frames.last() {
             Some(f) => (f.seg as usize, Some(f.kind)),
@@ -265,16 +287,16 @@ impl Flow {
         };
         if st.queue.len() > seg {
             let def = st.queue.pop().expect("len checked");
-            return self.exec(sched, sid, def, args);
+            return self.exec(sched, sid, def);
         }
         match kind {
             None => {
-                self.strand_done(sched, sid, Ok(args))
+                self.strand_done(sched, sid, Ok(()))
             }
             Some(Kind::Loop) => self.iterate(sched, sid),
             Some(_) => {
                 self.pop_frame(sched, sid, false);
-                Some(Act::Next(args))
+                Some(Act::Next)
             }
         }
     }
@@ -311,17 +333,20 @@ impl Flow {
         sched: &mut Scheduler,
         sid: u32,
         def: StepDef,
-        mut args: Args,
     ) -> Option<Act> {
         sched.steps += 1;
         sched.budget = sched.budget.saturating_sub(1);
         let StepDef { exec, catch, name } = def;
+        if !matches!(exec, Exec::Fn(_)) {
+            // Only execute callbacks take the previous step's args.
+            sched.clear_args();
+        }
         match exec {
             Exec::Fn(f) => {
                 self.push_frame(sid, catch, name, Kind::Step);
                 let depth = self.st(sid).frames.len() - 1;
                 let mut step = Step::new(sched, self, sid, depth, false);
-                let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step, &mut args)));
+                let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step)));
                 let out = step.into_outcome();
                 self.after_call(sched, sid, r, out)
             }
@@ -329,7 +354,7 @@ impl Flow {
                 self.push_frame(sid, catch, name, Kind::Parallel);
                 if branches.is_empty() {
                     self.pop_frame(sched, sid, false);
-                    return Some(Act::Next(Args::new()));
+                    return Some(Act::Next);
                 }
                 let pseq = self.seq;
                 let mut ids = Vec::with_capacity(branches.len());
@@ -338,7 +363,7 @@ impl Flow {
                     let st = self.st(bid);
                     st.queue.push(b);
                     ids.push((bid, st.gen));
-                    self.push_ready(false, bid, Act::Next(Args::new()));
+                    self.push_ready(false, bid, Queued::Next(Args::new()));
                 }
                 let f = self.top(sid);
                 f.flags |= WAIT;
@@ -389,7 +414,8 @@ impl Flow {
             Ok(Poll::Pending) => None,
             Ok(Poll::Ready(Ok(a))) => {
                 self.pop_frame(sched, sid, false);
-                Some(Act::Next(a))
+                sched.args = a;
+                Some(Act::Next)
             }
             Ok(Poll::Ready(Err(e))) => Some(Act::Fail(e)),
             Err(p) => Some(Act::Fail(panic_error("awaited future", p))),
@@ -406,26 +432,29 @@ impl Flow {
         let mut iter = lp.iter.take().expect("loop not re-entered");
         self.push_frame(sid, None, name, Kind::Step);
         let depth = self.st(sid).frames.len() - 1;
-        let (r, out) = loop {
+        let (r, out) = {
             let mut step = Step::new(sched, self, sid, depth, false);
-            let r = catch_unwind(AssertUnwindSafe(|| iter(&mut step)));
             // Fast path: an iteration that returned Ok without adding steps,
             // waiting or misusing the API ended like an implicit success (a
-            // loop ignores its body's success args). Its frame is reused for
-            // the next iteration, with a fresh seq so stale references stay
-            // detectable, instead of a pop and a push.
-            if !(matches!(r, Ok(Some(Ok(())))) && step.is_plain()) {
-                break (r, step.into_outcome());
+            // loop ignores its body's success args). The same frame and
+            // `Step` serve the next iteration, with a fresh seq so stale
+            // references stay detectable. One `catch_unwind` covers the run.
+            let r = catch_unwind(AssertUnwindSafe(|| loop {
+                let r = iter(&mut step);
+                if !matches!(r, Some(Ok(()))) {
+                    break (r, false);
+                }
+                match step.recycle() {
+                    Some(true) => {}
+                    Some(false) => break (r, true),
+                    None => break (r, false),
+                }
+            }));
+            match r {
+                Ok((r, true)) => (Ok(r), Outcome::default()),
+                Ok((r, false)) => (Ok(r), step.into_outcome()),
+                Err(p) => (Err(p), step.into_outcome()),
             }
-            drop(step);
-            if sched.budget <= 1 {
-                break (r, Outcome::default());
-            }
-            let seq = self.seq.checked_add(1).unwrap_or(1);
-            self.seq = seq;
-            self.top(sid).seq = seq;
-            sched.steps += 1;
-            sched.budget -= 1;
         };
         let frames = &mut self.st(sid).frames;
         if let Some(lp) = frames[depth - 1].extra.as_mut().and_then(|e| e.lp.as_mut()) {
@@ -435,7 +464,8 @@ impl Flow {
             Ok(None) => {
                 self.pop_frame(sched, sid, false);
                 self.pop_frame(sched, sid, false);
-                Some(Act::Next(Args::new()))
+                sched.clear_args();
+                Some(Act::Next)
             }
             Ok(Some(res)) => self.after_call(sched, sid, Ok(res), out),
             Err(p) => self.after_call(sched, sid, Err(p), out),
@@ -464,19 +494,28 @@ impl Flow {
             st.queue[top.seg as usize..].reverse();
         }
         match r {
-            Err(e) => Some(Act::Fail(e)),
-            Ok(()) if out.added => Some(Act::Next(Args::new())),
-            Ok(()) => match out.success {
-                Some(a) => {
-                    self.pop_frame(sched, sid, false);
-                    Some(Act::Next(a))
-                }
-                None if top.flags & WAIT != 0 => None,
-                None => {
-                    self.pop_frame(sched, sid, false);
-                    Some(Act::Next(Args::new()))
-                }
-            },
+            Err(e) => {
+                sched.clear_args();
+                Some(Act::Fail(e))
+            }
+            Ok(()) if out.added => {
+                sched.clear_args();
+                Some(Act::Next)
+            }
+            Ok(()) if out.succeeded => {
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next)
+            }
+            Ok(()) if top.flags & WAIT != 0 => {
+                sched.clear_args();
+                None
+            }
+            Ok(()) => {
+                // Implicit success: the next step gets no args (spec 1.6).
+                sched.clear_args();
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next)
+            }
         }
     }
 
@@ -563,12 +602,14 @@ impl Flow {
     /// A strand ran out of steps, or failed with nothing left to handle it.
     /// For the main strand this ends the flow: the result comes back as
     /// [`Act::End`].
-    fn strand_done(&mut self, sched: &mut Scheduler, sid: u32, res: Result<Args, Error>) -> Option<Act> {
+    /// `Ok`: its result args are in the register.
+    fn strand_done(&mut self, sched: &mut Scheduler, sid: u32, res: Result<(), Error>) -> Option<Act> {
         let Some((psid, pseq)) = self.st(sid).parent() else {
             self.release_strand(sid);
             return Some(Act::End(res));
         };
         self.release_strand(sid);
+        sched.clear_args();
         let pst = self.st(psid);
         let Some(pf) = pst.frames.last_mut().filter(|f| f.seq == pseq) else {
             return None;
@@ -579,7 +620,7 @@ impl Flow {
                 par.remaining -= 1;
                 if par.remaining == 0 {
                     self.pop_frame(sched, psid, false);
-                    self.push_ready(false, psid, Act::Next(Args::new()));
+                    self.push_ready(false, psid, Queued::Next(Args::new()));
                 }
             }
             Err(e) => {
@@ -590,7 +631,7 @@ impl Flow {
                         self.cancel_strand(sched, b);
                     }
                 }
-                self.push_ready(false, psid, Act::Up(e));
+                self.push_ready(false, psid, Queued::Up(e));
             }
         }
         None
@@ -672,6 +713,7 @@ impl Flow {
                 None => err = err.into_plain(),
             }
         }
+        sched.clear_args();
         if record {
             let stack = self.async_stack(sid);
             self.state.record_error(&err, stack);
@@ -727,11 +769,14 @@ impl Flow {
                     self.state.record_error(&e2, stack);
                     err = e2;
                 }
-                Ok(()) if out.added => return Some(Act::Next(Args::new())),
+                Ok(()) if out.added => {
+                    sched.clear_args();
+                    return Some(Act::Next);
+                }
                 Ok(()) => {
                     self.pop_frame(sched, sid, false);
-                    if let Some(a) = out.success {
-                        return Some(Act::Next(a));
+                    if out.succeeded {
+                        return Some(Act::Next);
                     }
                 }
             }
@@ -781,7 +826,8 @@ impl Flow {
             let seg = st.frames[l].seg as usize;
             st.queue.truncate(seg);
         }
-        Some(Act::Next(Args::new()))
+        sched.clear_args();
+        Some(Act::Next)
     }
 
     /// Values allocated with `Step::stack` in frame `seq` of `sid` or an ancestor.

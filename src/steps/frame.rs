@@ -90,15 +90,24 @@ impl Strand {
     }
 }
 
-/// What a strand does next.
+/// What a strand does next. Success args travel in the loop's args
+/// register ([`Scheduler`](crate::Scheduler) `args`), not in `Act`.
 pub(crate) enum Act {
-    /// Run the next step at the top level, with these success args.
-    Next(Args),
+    /// Run the next step at the top level; its args are in the register.
+    Next,
     /// Raise this error at the top frame (which raised it itself).
     Fail(Error),
     /// An error from a failed parallel branch, already recorded in the state
     /// (so `async_stack` keeps naming the branch step that raised it).
     Up(Error),
-    /// The main strand has ended: the flow's result.
-    End(Result<Args, Error>),
+    /// The main strand has ended: `Ok` with the result args in the
+    /// register, or the error.
+    End(Result<(), Error>),
+}
+
+/// An `Act` parked in a flow's ready queue, with its args.
+pub(crate) enum Queued {
+    Next(Args),
+    Fail(Error),
+    Up(Error),
 }

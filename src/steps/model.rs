@@ -8,6 +8,7 @@ use crate::steps::loops::LoopItems;
 use crate::steps::result::{Completion, FlowHandle, Promise};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
+use smallvec::SmallVec;
 use std::fmt;
 
 /// A root AsyncSteps object: the level-0 steps and the initial state of a
@@ -49,7 +50,9 @@ use std::fmt;
 /// ```
 #[derive(Default)]
 pub struct AsyncSteps {
-    pub(crate) steps: Vec<StepDef>,
+    /// Level-0 steps; one is stored inline, so a single-step root
+    /// allocates nothing but its closure (none for a zero-sized one).
+    pub(crate) steps: SmallVec<[StepDef; 1]>,
     pub(crate) state: State,
 }
 
@@ -87,7 +90,7 @@ impl AsyncSteps {
     /// An empty root.
     pub fn new() -> Self {
         AsyncSteps {
-            steps: Vec::new(),
+            steps: SmallVec::new(),
             state: State::new(),
         }
     }
@@ -122,11 +125,6 @@ impl AsyncSteps {
     }
 
     fn push(&mut self, d: StepDef) {
-        // Most roots hold one or a few steps: start with room for exactly one
-        // (a waiting flow keeps this buffer as its queue).
-        if self.steps.capacity() == 0 {
-            self.steps.reserve_exact(1);
-        }
         self.steps.push(d);
     }
 

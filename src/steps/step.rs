@@ -18,7 +18,8 @@ use std::time::Duration;
 /// What a callback did through its [`Step`].
 #[derive(Default)]
 pub(crate) struct Outcome {
-    pub success: Option<Args>,
+    /// `success()` was called; its args are in the loop's args register.
+    pub succeeded: bool,
     pub added: bool,
     pub misuse: Option<Error>,
 }
@@ -99,27 +100,50 @@ impl<'a> Step<'a> {
             depth,
             handler,
             out: Outcome {
-                success: None,
+                succeeded: false,
                 added: false,
                 misuse: None,
             },
         }
     }
 
+    /// The args register: the previous step's result, for `FromArgs`.
+    #[inline]
+    pub(crate) fn args(&mut self) -> &mut Args {
+        &mut self.sched.args
+    }
+
     pub(crate) fn into_outcome(self) -> Outcome {
         self.out
     }
 
-    /// True when the callback added nothing, misused nothing and left its
-    /// frame untouched (no wait, timeout, cancel or stack value); its success
-    /// args, if any, are for the caller to ignore.
+    /// After a loop body returned `Ok(())`: when it added nothing, misused
+    /// nothing and left its frame untouched (no wait, timeout, cancel or
+    /// stack value), prepares this `Step` for the next iteration on the same
+    /// frame with a fresh seq. `None`: not plain; `Some(false)`: plain but
+    /// the flow's step budget is spent.
     #[inline]
-    pub(crate) fn is_plain(&mut self) -> bool {
+    pub(crate) fn recycle(&mut self) -> Option<bool> {
         if self.out.added || self.out.misuse.is_some() {
-            return false;
+            return None;
         }
-        let f = &self.flow.st(self.sid).frames[self.depth];
-        f.flags == 0 && f.extra.is_none() && f.wait.is_none()
+        let seq = self.flow.seq.checked_add(1).unwrap_or(1);
+        let f = &mut self.flow.st(self.sid).frames[self.depth];
+        if !(f.flags == 0 && f.extra.is_none() && f.wait.is_none()) {
+            return None;
+        }
+        if self.sched.budget <= 1 {
+            return Some(false);
+        }
+        f.seq = seq;
+        self.flow.seq = seq;
+        self.sched.budget -= 1;
+        self.sched.steps += 1;
+        if self.out.succeeded {
+            self.out.succeeded = false;
+            self.sched.clear_args();
+        }
+        Some(true)
     }
 
     fn misuse(&mut self, info: &'static str) -> StepResult {
@@ -131,7 +155,7 @@ impl<'a> Step<'a> {
     }
 
     pub(crate) fn push(&mut self, def: StepDef) {
-        if self.out.success.is_some() {
+        if self.out.succeeded {
             let _ = self.misuse("add() after success() in the same step");
             return;
         }
@@ -222,13 +246,14 @@ impl<'a> Step<'a> {
     /// Returns `Ok(())`, or the `InternalError` of a misuse (which also fails
     /// the step even if ignored).
     pub fn success(&mut self, args: impl IntoArgs) -> StepResult {
-        if self.out.success.is_some() {
+        if self.out.succeeded {
             return self.misuse("success() called twice in the same step");
         }
         if self.out.added {
             return self.misuse("success() after add(): sub-steps complete this step");
         }
-        self.out.success = Some(args.into_args());
+        self.out.succeeded = true;
+        self.sched.args = args.into_args();
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! The loop core shared by [`AsyncTool`](crate::AsyncTool) and
 //! [`TestTool`](crate::TestTool): immediate queue, timers, flows, inbox.
 
+use crate::args::Args;
 use crate::error::Error;
 use crate::steps::flow::{Flow, Resume};
 use crate::steps::model::AsyncSteps;
@@ -121,6 +122,9 @@ pub struct Scheduler {
     pub(crate) steps: u64,
     /// Steps the running flow may still execute before it yields.
     pub(crate) budget: u32,
+    /// The args register: success args on their way from a step to the
+    /// next. Empty whenever no flow runs.
+    pub(crate) args: Args,
     unhandled: Option<ErrorHook>,
     stopped: bool,
 }
@@ -141,6 +145,7 @@ impl Scheduler {
             shared: Shared::new(),
             steps: 0,
             budget: 0,
+            args: Args::new(),
             unhandled: None,
             stopped: false,
         }
@@ -185,6 +190,14 @@ impl Scheduler {
         seq: u32,
     ) -> TaskHandle {
         self.add_timer(delay, Task::Timeout { flow, strand, seq })
+    }
+
+    /// Empties the args register.
+    #[inline]
+    pub(crate) fn clear_args(&mut self) {
+        if !self.args.is_empty() {
+            self.args = Args::new();
+        }
     }
 
     /// Cancels a scheduled callback; a no-op when it already ran (spec `cancel`).
