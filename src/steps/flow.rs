@@ -166,7 +166,11 @@ impl Flow {
 
     /// Runs until every strand waits, the flow ends, or the burst is spent.
     /// Returns the flow's result when it has ended.
-    pub(crate) fn drive(&mut self, sched: &mut Scheduler, resume: Resume) -> Option<Result<Args, Error>> {
+    pub(crate) fn drive(
+        &mut self,
+        sched: &mut Scheduler,
+        resume: Resume,
+    ) -> Option<Result<Args, Error>> {
         sched.budget = BURST;
         // Whatever an earlier activation left in the args register is stale.
         sched.clear_args();
@@ -194,7 +198,9 @@ impl Flow {
                 )),
                 None => None,
             },
-            Resume::Timeout { strand, seq } => self.timeout(sched, strand, seq).map(|a| (strand, a)),
+            Resume::Timeout { strand, seq } => {
+                self.timeout(sched, strand, seq).map(|a| (strand, a))
+            }
             Resume::Poll { strand, seq } => {
                 if self.top_waiting(strand, seq) == Some(Kind::Await) {
                     self.poll_future(sched, strand).map(|a| (strand, a))
@@ -245,7 +251,12 @@ impl Flow {
 
     /// Runs one strand until it waits or ends; the flow's result when the
     /// main strand ends.
-    fn run_strand(&mut self, sched: &mut Scheduler, sid: u32, mut act: Act) -> Option<Result<Args, Error>> {
+    fn run_strand(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        mut act: Act,
+    ) -> Option<Result<Args, Error>> {
         loop {
             let next = match act {
                 Act::Next => self.next(sched, sid),
@@ -290,9 +301,7 @@ impl Flow {
             return self.exec(sched, sid, def);
         }
         match kind {
-            None => {
-                self.strand_done(sched, sid, Ok(()))
-            }
+            None => self.strand_done(sched, sid, Ok(())),
             Some(Kind::Loop) => self.iterate(sched, sid),
             Some(_) => {
                 self.pop_frame(sched, sid, false);
@@ -328,12 +337,7 @@ impl Flow {
         });
     }
 
-    fn exec(
-        &mut self,
-        sched: &mut Scheduler,
-        sid: u32,
-        def: StepDef,
-    ) -> Option<Act> {
+    fn exec(&mut self, sched: &mut Scheduler, sid: u32, def: StepDef) -> Option<Act> {
         sched.steps += 1;
         sched.budget = sched.budget.saturating_sub(1);
         let StepDef { exec, catch, name } = def;
@@ -393,10 +397,7 @@ impl Flow {
     }
 
     fn top(&mut self, sid: u32) -> &mut Frame {
-        self.st(sid)
-            .frames
-            .last_mut()
-            .expect("a frame")
+        self.st(sid).frames.last_mut().expect("a frame")
     }
 
     fn poll_future(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
@@ -603,7 +604,12 @@ impl Flow {
     /// For the main strand this ends the flow: the result comes back as
     /// [`Act::End`].
     /// `Ok`: its result args are in the register.
-    fn strand_done(&mut self, sched: &mut Scheduler, sid: u32, res: Result<(), Error>) -> Option<Act> {
+    fn strand_done(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        res: Result<(), Error>,
+    ) -> Option<Act> {
         let Some((psid, pseq)) = self.st(sid).parent() else {
             self.release_strand(sid);
             return Some(Act::End(res));
@@ -611,9 +617,7 @@ impl Flow {
         self.release_strand(sid);
         sched.clear_args();
         let pst = self.st(psid);
-        let Some(pf) = pst.frames.last_mut().filter(|f| f.seq == pseq) else {
-            return None;
-        };
+        let pf = pst.frames.last_mut().filter(|f| f.seq == pseq)?;
         let par = pf.extra.as_mut().and_then(|x| x.par.as_mut())?;
         match res {
             Ok(_) => {
@@ -640,16 +644,10 @@ impl Flow {
     /// A timeout fired for step `seq`: cancel it and everything above it,
     /// innermost first, then raise `Timeout` at its level.
     fn timeout(&mut self, sched: &mut Scheduler, sid: u32, seq: u32) -> Option<Act> {
-        let Some(st) = self.st_get(sid).filter(|s| s.live) else {
-            return None;
-        };
-        let Some(k) = st.frames.iter().rposition(|f| f.seq == seq) else {
-            return None;
-        };
+        let st = self.st_get(sid).filter(|s| s.live)?;
+        let k = st.frames.iter().rposition(|f| f.seq == seq)?;
         let top_is_k = k + 1 == st.frames.len();
-        if st.frames[k].extra.as_ref().and_then(|x| x.timer).is_none() {
-            return None; // the timer was replaced or cleared
-        }
+        st.frames[k].extra.as_ref().and_then(|x| x.timer)?;
         if top_is_k {
             if let Some(w) = &st.frames[k].wait {
                 if !w.claim() {

@@ -6,6 +6,8 @@ use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::tool::scheduler::{FlowKey, Scheduler};
 use crossbeam_deque::{Injector, Steal};
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -37,6 +39,9 @@ pub(crate) enum Msg {
 /// Shared, thread-safe side of one loop.
 pub(crate) struct Shared {
     inbox: Injector<Msg>,
+    /// Messages sent from the loop's own thread: a plain queue, no atomics,
+    /// no wake-up. Touched only on the owner thread (see `local()`).
+    local: UnsafeCell<VecDeque<Msg>>,
     waker: OnceLock<mio::Waker>,
     /// True while the loop is (about to be) blocked in `poll`.
     sleeping: AtomicBool,
@@ -45,6 +50,12 @@ pub(crate) struct Shared {
     /// Identity of the owner thread (address of a thread-local).
     thread_mark: usize,
 }
+
+// SAFETY: all fields but `local` are `Sync`. `local` is only accessed on
+// the owner thread, through `Shared::local` (see the proof there); other
+// threads never read or write it. Its contents are `Msg`s, which are `Send`,
+// so dropping them on whichever thread releases the last `Arc` is sound.
+unsafe impl Sync for Shared {}
 
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(1);
 
@@ -62,6 +73,7 @@ impl Shared {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Shared {
             inbox: Injector::new(),
+            local: UnsafeCell::new(VecDeque::new()),
             waker: OnceLock::new(),
             sleeping: AtomicBool::new(false),
             depth: AtomicUsize::new(0),
@@ -79,8 +91,25 @@ impl Shared {
         self.thread_mark == thread_mark()
     }
 
+    /// Runs `f` on the owner thread's local queue.
+    #[inline]
+    fn local<R>(&self, f: impl FnOnce(&mut VecDeque<Msg>) -> R) -> R {
+        debug_assert!(self.is_same_thread());
+        // SAFETY: `local` is only reached from the thread that owns the loop
+        // (callers check `is_same_thread()`; the owner's `Scheduler` is
+        // `!Send`, so the owner never changes), so no two threads touch it.
+        // On that thread the `&mut` lives only inside `f`, which only pushes
+        // or pops and never runs user code, so no second `&mut` can overlap.
+        f(unsafe { &mut *self.local.get() })
+    }
+
     /// Queues a message; never blocks. Wakes the loop only when it sleeps.
+    /// From the loop's own thread it takes the plain local queue.
     pub(crate) fn send(&self, msg: Msg) {
+        if self.is_same_thread() {
+            self.local(|q| q.push_back(msg));
+            return;
+        }
         self.depth.fetch_add(1, Ordering::Relaxed);
         self.inbox.push(msg);
         // Pairs with the fence in `prepare_sleep`: either the loop sees the
@@ -98,6 +127,9 @@ impl Shared {
     /// Marks the loop as going to sleep; returns false when it must not
     /// (messages are waiting).
     pub(crate) fn prepare_sleep(&self) -> bool {
+        if !self.local(|q| q.is_empty()) {
+            return false;
+        }
         self.sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         if self.inbox.is_empty() {
@@ -112,8 +144,11 @@ impl Shared {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    /// Takes the next message.
+    /// Takes the next message; owner thread only.
     pub(crate) fn pop(&self) -> Option<Msg> {
+        if let Some(m) = self.local(|q| q.pop_front()) {
+            return Some(m);
+        }
         loop {
             match self.inbox.steal() {
                 Steal::Success(m) => {
@@ -126,11 +161,13 @@ impl Shared {
         }
     }
 
+    /// True when no message waits; owner thread only.
     pub(crate) fn is_empty(&self) -> bool {
-        self.inbox.is_empty()
+        self.local(|q| q.is_empty()) && self.inbox.is_empty()
     }
 
+    /// Messages waiting; owner thread only.
     pub(crate) fn depth(&self) -> usize {
-        self.depth.load(Ordering::Relaxed)
+        self.local(|q| q.len()) + self.depth.load(Ordering::Relaxed)
     }
 }
