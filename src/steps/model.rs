@@ -50,9 +50,9 @@ use std::fmt;
 /// ```
 #[derive(Default)]
 pub struct AsyncSteps {
-    /// Level-0 steps; one is stored inline, so a single-step root
+    /// Level-0 steps; two are stored inline, so a small root
     /// allocates nothing but its closure (none for a zero-sized one).
-    pub(crate) steps: SmallVec<[StepDef; 1]>,
+    pub(crate) steps: SmallVec<[StepDef; 2]>,
     pub(crate) state: State,
 }
 
