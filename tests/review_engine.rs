@@ -33,7 +33,6 @@ impl Slot {
 /// `Queued::Next` that was parked for the (now gone) loop is replayed on the
 /// same strand: it pops B's frame although B still waits and runs C.
 #[test]
-#[ignore = "bug: stale ready entry replayed after a timeout while the strand was parked (flow.rs drive/run_strand)"]
 fn timeout_while_parked_by_budget_does_not_replay_stale_ready_entry() {
     let mut tool = TestTool::new();
     let log = Log::default();
@@ -73,7 +72,6 @@ fn timeout_while_parked_by_budget_does_not_replay_stale_ready_entry() {
 /// is not from this flow's ancestry". Frame seqs restart at 1 in every flow,
 /// so a reference taken in flow A silently resolves to flow B's value.
 #[test]
-#[ignore = "bug: StackRef from another flow resolves to this flow's value (step.rs stack_get / flow.rs find_frame)"]
 fn stack_ref_from_another_flow_is_internal_error() {
     use futoin_asyncsteps::StackRef;
     let mut tool = TestTool::new();
@@ -107,7 +105,6 @@ fn stack_ref_from_another_flow_is_internal_error() {
 /// args register after the flow has ended ("Empty whenever no flow runs");
 /// they are dropped only when some flow next runs on this loop.
 #[test]
-#[ignore = "bug: args register keeps a handler's success args after the flow ends with an error (flow.rs run_strand Act::End(Err))"]
 fn args_register_is_empty_after_flow_fails() {
     use futoin_asyncsteps::ArgValue;
     struct Res(Arc<Mutex<bool>>);
@@ -141,7 +138,6 @@ fn args_register_is_empty_after_flow_fails() {
 /// callback of the long-finished step runs then (and also on root cancel or
 /// an outer timeout while those steps run), yet not if they succeed.
 #[test]
-#[ignore = "bug: cancel callback of a step that failed by itself runs later when handler-added steps fail (flow.rs unwind end_frame(!origin))"]
 fn cancel_callback_of_a_failed_step_does_not_run_later() {
     let mut tool = TestTool::new();
     let log = Log::default();
@@ -168,7 +164,6 @@ fn cancel_callback_of_a_failed_step_does_not_run_later() {
 /// scheduler (`Instant + Duration` overflow): the step fails with an
 /// InternalError, and the half-inserted timer task leaks in `tasks`.
 #[test]
-#[ignore = "bug: Instant overflow panic in Scheduler::add_timer for large delays (scheduler.rs add_timer)"]
 fn huge_timeout_is_not_a_panic() {
     let mut tool = TestTool::new();
     let slot = Slot::default();
@@ -208,7 +203,6 @@ fn _unused(_: Args) -> &'static str {
 /// of the loop while the flow is taken out of its slot, so the flow becomes a
 /// zombie (counted in `stats().flows`, its promise never settles).
 #[test]
-#[ignore = "bug: panic in a user Drop run by the engine escapes the loop and leaves a zombie flow (flow.rs pop_frame/end_frame, scheduler.rs drive)"]
 fn panicking_drop_of_a_stack_value_is_contained() {
     struct Boom;
     impl Drop for Boom {

@@ -48,7 +48,6 @@ static GLOBAL: Counting = Counting;
 /// (`Flow::reset` only `clear()`s), and the pool keeps up to the peak
 /// number of flows forever, so the memory is never given back.
 #[test]
-#[ignore = "bug: pooled flows keep the queue/frames capacity of their largest run (flow.rs reset, scheduler.rs pool)"]
 fn finished_flow_does_not_keep_its_large_queue() {
     let mut tool = TestTool::new();
     COUNTED.with(|c| c.set(true));

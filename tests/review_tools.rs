@@ -85,7 +85,6 @@ fn foreign_task_handle_cannot_cancel_a_flow_timeout() {
 /// slot lock (parking_lot, not reentrant). A waker that looks at the promise
 /// (polls it inline, or calls `is_done()`) deadlocks the loop thread.
 #[test]
-#[ignore = "bug: Completion::complete wakes the waker while holding the slot lock -> deadlock (result.rs complete)"]
 fn waker_that_inspects_the_promise_does_not_deadlock() {
     use futoin_asyncsteps::Promise;
     use std::future::Future;

@@ -103,6 +103,9 @@ impl Flow {
         let m = &mut self.main;
         m.frames.clear();
         m.queue.clear();
+        // A pooled flow keeps small buffers only.
+        m.frames.shrink_to(8);
+        m.queue.shrink_to(16);
         m.parent = (0, 0);
         m.live = false;
         m.fresh = false;
@@ -199,7 +202,15 @@ impl Flow {
                 None => None,
             },
             Resume::Timeout { strand, seq } => {
-                self.timeout(sched, strand, seq).map(|a| (strand, a))
+                let act = self.timeout(sched, strand, seq);
+                if act.is_some() {
+                    // The strand may have been parked mid-run (step budget):
+                    // that continuation is obsolete now.
+                    if let Some(side) = &mut self.side {
+                        side.ready.retain(|e| e.0 != strand);
+                    }
+                }
+                act.map(|a| (strand, a))
             }
             Resume::Poll { strand, seq } => {
                 if self.top_waiting(strand, seq) == Some(Kind::Await) {
@@ -560,6 +571,10 @@ impl Flow {
                     sched.report_unhandled(&panic_error("cancel callback", p));
                 }
             }
+        } else if let Some(x) = f.extra.as_mut() {
+            // The step's activity ended without a cancel: its callback is
+            // never to run later.
+            x.cancel = None;
         }
     }
 

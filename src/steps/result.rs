@@ -162,12 +162,12 @@ impl Completion {
     }
 
     pub(crate) fn complete(&self, r: Result<Args, Error>) {
-        let mut s = self.slot.lock();
-        if let Slot::Pending(Some(w)) = std::mem::replace(&mut *s, Slot::Done(r)) {
+        let prev = std::mem::replace(&mut *self.slot.lock(), Slot::Done(r));
+        // Wake after releasing the lock: a waker may look at the promise.
+        self.cv.notify_all();
+        if let Slot::Pending(Some(w)) = prev {
             w.wake();
         }
-        drop(s);
-        self.cv.notify_all();
     }
 
     fn request_cancel(&self) {

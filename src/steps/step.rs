@@ -67,6 +67,7 @@ pub struct Step<'a> {
 /// A typed reference to a value allocated with [`Step::stack`]; valid while
 /// that step runs (including its sub-steps), `Copy`, usable in sub-steps.
 pub struct StackRef<T> {
+    flow: crate::tool::scheduler::FlowKey,
     seq: u32,
     idx: u32,
     _t: PhantomData<fn() -> T>,
@@ -370,9 +371,11 @@ impl<'a> Step<'a> {
     /// ```
     pub fn stack<T: 'static>(&mut self, value: T) -> StackRef<T> {
         let seq = self.flow.st(self.sid).frames[self.depth].seq;
+        let flow = self.flow.key;
         let x = self.flow.extra_of(self.sid, self.depth);
         x.stack.push(Box::new(value));
         StackRef {
+            flow,
             seq,
             idx: (x.stack.len() - 1) as u32,
             _t: PhantomData,
@@ -382,6 +385,11 @@ impl<'a> Step<'a> {
     /// The value behind a [`StackRef`]; `InternalError` when its step has
     /// ended or the reference is not from this flow's ancestry.
     pub fn stack_get<T: 'static>(&mut self, r: StackRef<T>) -> Result<&mut T, Error> {
+        if r.flow != self.flow.key {
+            return Err(Error::internal(
+                "stack_get(): the reference belongs to another flow",
+            ));
+        }
         self.flow
             .find_frame(self.sid, r.seq)
             .and_then(|f| f.extra.as_mut())

@@ -172,10 +172,16 @@ impl Scheduler {
     }
 
     fn add_timer(&mut self, delay: Duration, task: Task) -> TaskHandle {
+        // A delay past what `Instant` can hold is capped at ~100 years.
+        const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+        let at = self
+            .now
+            .checked_add(delay.min(FAR))
+            .unwrap_or(self.now + Duration::from_secs(24 * 3600));
         let h = self.tasks.insert(TaskSlot { task, timer: true });
         self.order += 1;
         self.timers.push(Reverse(TimerEntry {
-            at: self.now + delay,
+            at,
             order: self.order,
             task: h,
         }));
@@ -291,7 +297,27 @@ impl Scheduler {
         if matches!(resume, Resume::Ready) {
             flow.queued = false;
         }
-        match flow.drive(self, resume) {
+        let res = match catch_unwind(AssertUnwindSafe(|| flow.drive(self, resume))) {
+            Ok(r) => r,
+            Err(p) => {
+                // A user `Drop` run by the engine panicked: the flow's state
+                // is no longer trustworthy. End it with `InternalError`; its
+                // remains are leaked rather than dropped a second time.
+                self.clear_args();
+                self.flows.remove(key);
+                let e = crate::steps::flow::panic_error("a value dropped by the flow", p);
+                match flow.take_done() {
+                    Some(c) => c.complete(Err(e)),
+                    None => self.report_unhandled(&e),
+                }
+                std::mem::forget(flow);
+                return;
+            }
+        };
+        // The register never outlives an activation (a failed flow may leave
+        // a handler's success args there).
+        self.clear_args();
+        match res {
             Some(res) => {
                 self.flows.remove(key);
                 match flow.take_done() {
