@@ -11,7 +11,6 @@ use std::time::Duration;
 /// `Promise` is never completed: `wait()` blocks forever. The `Scheduler`
 /// drop comment promises "waiters get an answer".
 #[test]
-#[ignore = "bug: Promise of a flow posted to a stopped/dropped loop never resolves (scheduler.rs Drop, shared.rs send)"]
 fn promise_to_a_stopped_loop_resolves() {
     let (h, th) = AsyncTool::spawn("review-stopped").unwrap();
     h.stop();
@@ -32,7 +31,6 @@ fn promise_to_a_stopped_loop_resolves() {
 
 /// Same, with the message already queued when the loop is dropped.
 #[test]
-#[ignore = "bug: Msg::Execute left in the inbox at Scheduler drop is never answered (scheduler.rs Drop)"]
 fn promise_queued_when_the_loop_is_dropped_resolves() {
     let tool = TestTool::new();
     let h = tool.handle();
@@ -55,7 +53,6 @@ fn promise_queued_when_the_loop_is_dropped_resolves() {
 /// loop (or a stale copy kept by user code) passed to `cancel()` can remove
 /// a flow's timeout timer, so the step then waits forever.
 #[test]
-#[ignore = "bug: cancel() with a TaskHandle from another loop removes an unrelated flow timeout (scheduler.rs cancel / TaskHandle)"]
 fn foreign_task_handle_cannot_cancel_a_flow_timeout() {
     use futoin_asyncsteps::codes;
     let mut a = TestTool::new();
@@ -125,7 +122,6 @@ fn waker_that_inspects_the_promise_does_not_deadlock() {
 /// nothing wakes this loop when that flow ends, so an idle loop sleeps in
 /// `poll(None)` forever although the result is ready.
 #[test]
-#[ignore = "bug: AsyncTool::block_on on a promise of another loop never wakes (async_tool.rs block_on)"]
 fn block_on_a_promise_of_another_loop_returns() {
     let (hb, thb) = AsyncTool::spawn("review-loop-b").unwrap();
     let hb2 = hb.clone();

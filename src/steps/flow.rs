@@ -552,7 +552,7 @@ impl Flow {
             return;
         };
         if let Some(t) = x.timer.take() {
-            sched.cancel(t);
+            sched.cancel_task(t);
         }
         if cancel {
             if let Some(par) = x.par.take() {

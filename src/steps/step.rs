@@ -295,7 +295,7 @@ impl<'a> Step<'a> {
             .flow_timeout(timeout, self.flow.key, self.sid, seq);
         let old = self.flow.extra_of(self.sid, self.depth).timer.replace(t);
         if let Some(old) = old {
-            self.sched.cancel(old);
+            self.sched.cancel_task(old);
         }
     }
 

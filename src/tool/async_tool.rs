@@ -5,11 +5,28 @@ use crate::error::Error;
 use crate::steps::result::Promise;
 use crate::tool::handle::ToolHandle;
 use crate::tool::scheduler::Scheduler;
+use crate::tool::shared::Shared;
+use std::future::Future;
 use std::io;
 use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 const WAKER: mio::Token = mio::Token(usize::MAX);
+
+/// Wakes a loop blocked in `poll` (used by `block_on`).
+struct LoopWake(Arc<Shared>);
+
+impl Wake for LoopWake {
+    fn wake(self: Arc<Self>) {
+        self.0.wake_loop();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.wake_loop();
+    }
+}
 
 /// One event loop on the current thread (spec 2.6 AsyncTool): immediate and
 /// deferred callbacks, the flows pinned to it, and a cross-thread inbox woken
@@ -124,9 +141,14 @@ impl AsyncTool {
     }
 
     /// Runs the loop until `p`'s flow ends and returns its result.
+    ///
+    /// The promise may belong to a flow on another loop: this loop then
+    /// sleeps until that flow ends (or its own work arrives).
     pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
+        let waker = Waker::from(Arc::new(LoopWake(self.sched.shared.clone())));
+        let mut cx = Context::from_waker(&waker);
         loop {
-            if let Some(r) = p.try_take() {
+            if let Poll::Ready(r) = Pin::new(&mut p).poll(&mut cx) {
                 return r;
             }
             self.iterate(None).map_err(Error::from)?;

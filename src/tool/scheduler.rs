@@ -207,7 +207,24 @@ impl Scheduler {
     }
 
     /// Cancels a scheduled callback; a no-op when it already ran (spec `cancel`).
+    ///
+    /// Only callbacks scheduled through this API are reachable: a handle
+    /// that names one of the engine's own timers (e.g. a handle from another
+    /// loop) is ignored.
     pub fn cancel(&mut self, h: TaskHandle) {
+        if matches!(
+            self.tasks.get(h),
+            Some(TaskSlot {
+                task: Task::User(_),
+                ..
+            })
+        ) {
+            self.cancel_task(h);
+        }
+    }
+
+    /// Cancels any task, engine timers included.
+    pub(crate) fn cancel_task(&mut self, h: TaskHandle) {
         if let Some(slot) = self.tasks.remove(h) {
             if !slot.timer {
                 self.dead_entries += 1;
@@ -226,7 +243,13 @@ impl Scheduler {
 
     /// True while the callback is still scheduled (spec `is_valid`).
     pub fn is_valid(&self, h: TaskHandle) -> bool {
-        self.tasks.contains_key(h)
+        matches!(
+            self.tasks.get(h),
+            Some(TaskSlot {
+                task: Task::User(_),
+                ..
+            })
+        )
     }
 
     /// True on the thread that owns this loop (spec `is_same_thread`).
@@ -476,5 +499,6 @@ impl Drop for Scheduler {
         for k in keys {
             self.drive(k, Resume::Cancel);
         }
+        self.shared.close();
     }
 }

@@ -45,10 +45,23 @@ pub(crate) struct Shared {
     waker: OnceLock<mio::Waker>,
     /// True while the loop is (about to be) blocked in `poll`.
     sleeping: AtomicBool,
+    /// The loop is gone; messages are settled by their senders.
+    closed: AtomicBool,
     /// Messages pushed and not yet taken (statistics).
     depth: AtomicUsize,
     /// Identity of the owner thread (address of a thread-local).
     thread_mark: usize,
+}
+
+/// Answers a message whose loop is gone: a flow waiting for a result gets
+/// `Canceled`; anything else is dropped.
+fn settle(msg: Msg) {
+    if let Msg::Execute(_, Some(c)) = msg {
+        c.complete(Err(crate::error::Error::with_info(
+            crate::error::codes::CANCELED,
+            "the loop was stopped before the flow started",
+        )));
+    }
 }
 
 // SAFETY: all fields but `local` are `Sync`. `local` is only accessed on
@@ -76,6 +89,7 @@ impl Shared {
             local: UnsafeCell::new(VecDeque::new()),
             waker: OnceLock::new(),
             sleeping: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             depth: AtomicUsize::new(0),
             thread_mark: thread_mark(),
         })
@@ -107,19 +121,60 @@ impl Shared {
     /// From the loop's own thread it takes the plain local queue.
     pub(crate) fn send(&self, msg: Msg) {
         if self.is_same_thread() {
-            self.local(|q| q.push_back(msg));
+            if self.closed.load(Ordering::Relaxed) {
+                settle(msg);
+            } else {
+                self.local(|q| q.push_back(msg));
+            }
             return;
         }
         self.depth.fetch_add(1, Ordering::Relaxed);
         self.inbox.push(msg);
         // Pairs with the fence in `prepare_sleep`: either the loop sees the
-        // message before sleeping, or we see `sleeping` and wake it.
+        // message before sleeping, or we see `sleeping` and wake it. It also
+        // pairs with the one in `close`: either the closing loop drains this
+        // message, or we see `closed` and settle it here.
         fence(Ordering::SeqCst);
+        if self.closed.load(Ordering::Relaxed) {
+            self.drain_inbox();
+            return;
+        }
         if self.sleeping.load(Ordering::Relaxed) {
             if let Some(w) = self.waker.get() {
                 // A failed wake means the poll instance is gone: the loop has
                 // stopped, and the message is dropped with it.
                 let _ = w.wake();
+            }
+        }
+    }
+
+    /// Wakes the loop if it sleeps in `poll`, without a message.
+    pub(crate) fn wake_loop(&self) {
+        if let Some(w) = self.waker.get() {
+            let _ = w.wake();
+        }
+    }
+
+    /// The loop is gone (its scheduler dropped): answer every queued message
+    /// and every later one at once. Owner thread only.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        while let Some(m) = self.local(|q| q.pop_front()) {
+            settle(m);
+        }
+        self.drain_inbox();
+    }
+
+    fn drain_inbox(&self) {
+        loop {
+            match self.inbox.steal() {
+                Steal::Success(m) => {
+                    self.depth.fetch_sub(1, Ordering::Relaxed);
+                    settle(m);
+                }
+                Steal::Empty => return,
+                Steal::Retry => continue,
             }
         }
     }
