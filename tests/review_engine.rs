@@ -1,5 +1,5 @@
-//! Review findings: each ignored test asserts the correct behaviour and
-//! currently fails (see the `ignore` reason).
+//! Regression tests for engine bugs found in review: each asserts the
+//! correct behaviour.
 
 use futoin_asyncsteps::{codes, Args, AsyncSteps, ExternalHandle, TestTool};
 use std::sync::{Arc, Mutex};

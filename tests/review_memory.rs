@@ -1,5 +1,5 @@
-//! Review finding: memory kept by the flow pool after a flow ends. The
-//! ignored test asserts the correct behaviour and currently fails.
+//! Regression test: the flow pool does not keep the large buffers of a
+//! finished flow.
 
 use futoin_asyncsteps::{AsyncSteps, TestTool};
 use std::alloc::{GlobalAlloc, Layout, System};

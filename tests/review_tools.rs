@@ -1,5 +1,5 @@
-//! Review findings about loops and handles: each ignored test asserts the
-//! correct behaviour and currently fails (see the `ignore` reason).
+//! Regression tests for loop and handle bugs found in review: each asserts
+//! the correct behaviour.
 
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, TestTool};
 use std::sync::mpsc;
