@@ -14,38 +14,8 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-type Log = Arc<Mutex<Vec<String>>>;
-
-fn log() -> Log {
-    Arc::new(Mutex::new(Vec::new()))
-}
-
-fn push(l: &Log, s: impl Into<String>) {
-    l.lock().unwrap().push(s.into());
-}
-
-fn entries(l: &Log) -> Vec<String> {
-    l.lock().unwrap().clone()
-}
-
-/// Logs `drop <name>` when dropped.
-struct Guard(Log, &'static str);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        push(&self.0, format!("drop {}", self.1));
-    }
-}
-
-type Slot<T> = Arc<Mutex<Option<T>>>;
-
-fn slot<T>() -> Slot<T> {
-    Arc::new(Mutex::new(None))
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+mod common;
+use common::*;
 
 /// Adds three nested steps, each with a cancel callback; the innermost waits.
 fn nested_waiting(root: &mut AsyncSteps, l: &Log) {

@@ -335,3 +335,26 @@ fn zero_sized_substeps_do_not_allocate() {
     assert!(pooled.allocs + pooled.reallocs <= 12, "{pooled:?}");
     assert_eq!(warm.allocs + warm.reallocs, 0, "{warm:?}");
 }
+
+/// A flow that once queued many sub-steps must not leave that capacity in
+/// the pooled flow object after it ends.
+#[test]
+fn finished_flow_does_not_keep_its_large_queue() {
+    let _c = start_counting();
+    let mut tool = TestTool::new();
+    let before = snap();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        for _ in 0..100_000 {
+            s.add(|_, ()| Ok(()));
+        }
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    let kept = (snap() - before).bytes;
+    assert!(
+        kept < 64 * 1024,
+        "{kept} bytes still allocated after the only flow ended"
+    );
+}
