@@ -10,38 +10,15 @@
 //! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
 
 use futoin_asyncsteps::{
-    codes, ArgValue, Args, AsyncSteps, Error, ExternalHandle, FromArgs, Step, StepResult, TestTool,
+    codes, ArgValue, Args, AsyncSteps, Error, FromArgs, Step, StepResult, TestTool,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A `Clone + Send` log of what the callbacks did, in order.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<String>>>);
-
-impl Log {
-    fn push(&self, s: impl Into<String>) {
-        self.0.lock().unwrap().push(s.into());
-    }
-    fn get(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// A slot the test reads an [`ExternalHandle`] from after a step stored it.
-#[derive(Clone, Default)]
-struct Slot(Arc<Mutex<Option<ExternalHandle>>>);
-
-impl Slot {
-    fn put(&self, h: ExternalHandle) {
-        *self.0.lock().unwrap() = Some(h);
-    }
-    fn take(&self) -> ExternalHandle {
-        self.0.lock().unwrap().take().expect("a stored handle")
-    }
-}
+mod common;
+use common::{HandleSlot as Slot, Recorder as Log};
 
 /// Collects what reaches the loop's unhandled-error hook.
 fn install_hook(tool: &mut TestTool) -> Rc<RefCell<Vec<String>>> {

@@ -1,31 +1,12 @@
 //! Regression tests for engine bugs found in review: each asserts the
 //! correct behaviour.
 
-use futoin_asyncsteps::{codes, Args, AsyncSteps, ExternalHandle, TestTool};
+use futoin_asyncsteps::{codes, Args, AsyncSteps, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<String>>>);
-impl Log {
-    fn push(&self, s: impl Into<String>) {
-        self.0.lock().unwrap().push(s.into());
-    }
-    fn get(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-#[derive(Clone, Default)]
-struct Slot(Arc<Mutex<Option<ExternalHandle>>>);
-impl Slot {
-    fn put(&self, h: ExternalHandle) {
-        *self.0.lock().unwrap() = Some(h);
-    }
-    fn get(&self) -> Option<ExternalHandle> {
-        self.0.lock().unwrap().clone()
-    }
-}
+mod common;
+use common::{HandleSlot as Slot, Recorder as Log};
 
 /// A timeout of an outer step fires while the flow is parked in `ready`
 /// because its step budget ran out. The timeout unwinds the strand, the

@@ -11,18 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A `Clone + Send` log of what the callbacks did, in order.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<String>>>);
-
-impl Log {
-    fn push(&self, s: impl Into<String>) {
-        self.0.lock().unwrap().push(s.into());
-    }
-    fn get(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
+mod common;
+use common::Recorder as Log;
 
 // ---------------------------------------------------------------------------
 // 1.1. Levels
