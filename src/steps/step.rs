@@ -285,6 +285,28 @@ impl<'a> Step<'a> {
     /// `setTimeout`); when it expires, cancel callbacks run innermost first
     /// and a `Timeout` error is raised at this step. A later call replaces the
     /// limit. Disables implicit success when no sub-steps are added.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    ///
+    /// let mut tool = TestTool::new();
+    /// let cancelled = Arc::new(Mutex::new(false));
+    /// let c = cancelled.clone();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |s, ()| {
+    ///     let c = c.clone();
+    ///     s.set_cancel(move || *c.lock().unwrap() = true);
+    ///     s.set_timeout(Duration::from_secs(5));
+    ///     Ok(())
+    /// });
+    /// let p = root.promise::<()>(&mut tool);
+    /// tool.run_all_ready();
+    /// tool.advance(Duration::from_secs(5));
+    /// assert_eq!(tool.block_on(p).unwrap_err().code(), codes::TIMEOUT);
+    /// assert!(*cancelled.lock().unwrap());
+    /// ```
     pub fn set_timeout(&mut self, timeout: Duration) {
         if !self.waiting_allowed("set_timeout() is not allowed in an error handler") {
             return;
@@ -453,6 +475,18 @@ impl<'a> Step<'a> {
 
     /// Copies the steps and missing state variables of a model (spec `copyFrom`)
     /// as sub-steps of this step.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut logic = AsyncSteps::new();
+    /// logic.add(|s, ()| s.success((7u8,)));
+    ///
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |s, ()| { s.copy_from(&logic); Ok(()) });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(u8,)>(p).unwrap().0, 7);
+    /// ```
     pub fn copy_from(&mut self, model: &AsyncSteps) -> &mut Self {
         for d in &model.steps {
             if let Some(c) = d.try_clone() {
@@ -507,6 +541,27 @@ impl<'a> Step<'a> {
 
     /// Breaks loops up to and including the one labelled `label`. When no
     /// enclosing loop has that label, handlers see a `LoopBreak` error.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.state().set("n", 0u32);
+    ///     s.loop_labeled("OUTER", |s| {
+    ///         s.repeat(10, |s, i| {
+    ///             *s.state().get_mut::<u32>("n").unwrap() += 1;
+    ///             if i == 2 { return s.break_label("OUTER"); }
+    ///             Ok(())
+    ///         });
+    ///         Ok(())
+    ///     });
+    ///     s.add(|s, ()| { let n = *s.state().get::<u32>("n").unwrap(); s.success((n,)) });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(u32,)>(p).unwrap().0, 3);
+    /// ```
     pub fn break_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
         Err(Error::control(Control::Break(Some(label.into()))))
     }
