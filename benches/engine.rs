@@ -20,8 +20,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, ExternalHandle, TestTool};
+use std::cell::RefCell;
 use std::hint::black_box;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SIMPLE_N: usize = 10_000;
@@ -93,18 +94,21 @@ fn tokio_repeat(rt: &tokio::runtime::Runtime, n: usize) {
 
 // -------------------------------------------------------------- c. external
 
-type Handles = Arc<Mutex<Vec<ExternalHandle>>>;
+thread_local! {
+    /// Where the waiting steps leave their handles: the loop thread's own
+    /// vector, as the tokio peer keeps its senders in a local `Vec`.
+    static HANDLES: RefCell<Vec<ExternalHandle>> = const { RefCell::new(Vec::new()) };
+}
 
 /// `n` flows each wait in a step; all are then completed from this thread
 /// with their index, which the next step reads. Everything is timed: flow
 /// creation, parking, completion, the continuation and teardown.
-fn ours_external(tool: &mut AsyncTool, handles: &Handles, n: usize) {
+fn ours_external(tool: &mut AsyncTool, n: usize) {
     for _ in 0..n {
         let mut root = AsyncSteps::new();
-        let hs = handles.clone();
-        root.add(move |s, ()| {
+        root.add(|s, ()| {
             let h = s.wait_external();
-            hs.lock().expect("handles").push(h);
+            HANDLES.with_borrow_mut(|v| v.push(h));
             Ok(())
         });
         root.add(|_, (v,): (i32,)| {
@@ -115,7 +119,7 @@ fn ours_external(tool: &mut AsyncTool, handles: &Handles, n: usize) {
     }
     // Waiting flows with no timer do not keep the loop busy.
     tool.run_until_idle().expect("loop");
-    let hs = std::mem::take(&mut *handles.lock().expect("handles"));
+    let hs = HANDLES.with_borrow_mut(std::mem::take);
     debug_assert_eq!(hs.len(), n);
     for (i, h) in hs.into_iter().enumerate() {
         h.success((i as i32,)).expect("external success");
@@ -214,10 +218,7 @@ fn crit_external(c: &mut Criterion) {
     let mut g = c.benchmark_group("external");
     g.throughput(Throughput::Elements(EXTERNAL_N as u64));
     let mut tool = AsyncTool::new().expect("loop");
-    let handles: Handles = Arc::new(Mutex::new(Vec::with_capacity(EXTERNAL_N)));
-    g.bench_function("ours", |b| {
-        b.iter(|| ours_external(&mut tool, &handles, EXTERNAL_N))
-    });
+    g.bench_function("ours", |b| b.iter(|| ours_external(&mut tool, EXTERNAL_N)));
     let rt = tokio_rt();
     g.bench_function("tokio", |b| b.iter(|| tokio_external(&rt, EXTERNAL_N)));
     g.finish();
@@ -344,7 +345,6 @@ fn medians_table() {
     let rt = tokio_rt();
     verify_peers(&rt);
     let mut tool = AsyncTool::new().expect("loop");
-    let handles: Handles = Arc::new(Mutex::new(Vec::with_capacity(external_n)));
 
     let rows = [
         (
@@ -359,9 +359,7 @@ fn medians_table() {
         ),
         (
             format!("c. external completion (per flow, {external_n}/batch)"),
-            median_ns(batches, external_n, || {
-                ours_external(&mut tool, &handles, external_n)
-            }),
+            median_ns(batches, external_n, || ours_external(&mut tool, external_n)),
             median_ns(batches, external_n, || tokio_external(&rt, external_n)),
         ),
     ];

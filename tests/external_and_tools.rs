@@ -253,6 +253,64 @@ fn external_handle_is_valid_while_waiting_then_false() {
     assert_eq!(tool.pending().flows, 0);
 }
 
+/// Wait tokens are reused across steps, but never while a handle to the
+/// old step is alive: a stale handle stays refused and cannot complete the
+/// step that now waits; a dropped one lets the next wait reuse its token.
+#[test]
+fn stale_external_handle_never_reaches_a_later_waiting_step() {
+    let slot = HandleSlot::default();
+    let mut tool = TestTool::new();
+    let waiter = |slot: &HandleSlot| {
+        let mut root = AsyncSteps::new();
+        let sl = slot.clone();
+        root.add(move |s, ()| {
+            sl.put(s.wait_external());
+            Ok(())
+        });
+        root.add(|s, (v,): (u8,)| s.success((v,)));
+        root
+    };
+
+    // First flow completes; its handle is kept.
+    let mut p1 = waiter(&slot).promise::<(u8,)>(&mut tool);
+    tool.run_all();
+    let stale = slot.take();
+    stale.success((1u8,)).unwrap();
+    tool.run_all();
+    assert_eq!(p1.try_take().unwrap().unwrap().0, 1);
+
+    // Second flow waits: the kept handle is refused and changes nothing.
+    let mut p2 = waiter(&slot).promise::<(u8,)>(&mut tool);
+    tool.run_all();
+    let fresh = slot.take();
+    assert!(!stale.is_valid());
+    assert!(fresh.is_valid());
+    assert_eq!(
+        stale.success((9u8,)).unwrap_err().code(),
+        codes::INTERNAL_ERROR
+    );
+    tool.run_all();
+    assert!(p2.try_take().is_none());
+    fresh.success((2u8,)).unwrap();
+    drop(fresh);
+    tool.run_all();
+    assert_eq!(p2.try_take().unwrap().unwrap().0, 2);
+
+    // Third flow (its token may be the second one's, now unreferenced).
+    let mut p3 = waiter(&slot).promise::<(u8,)>(&mut tool);
+    tool.run_all();
+    let h3 = slot.take();
+    assert!(h3.is_valid());
+    assert_eq!(
+        stale.success((9u8,)).unwrap_err().code(),
+        codes::INTERNAL_ERROR
+    );
+    h3.success((3u8,)).unwrap();
+    tool.run_all();
+    assert_eq!(p3.try_take().unwrap().unwrap().0, 3);
+    assert_eq!(tool.pending().flows, 0);
+}
+
 // ------------------------------------------------------- cancel
 
 #[test]

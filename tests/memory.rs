@@ -161,11 +161,11 @@ fn park_flows(tool: &mut TestTool, hs: &Arc<Mutex<Vec<ExternalHandle>>>, n: usiz
 }
 
 /// Upper bound on the heap bytes of one root flow parked in `wait_external`
-/// (flow object, its strand/frame/queue buffers, the boxed step closure, the
-/// scheduler's slots, and the `ExternalHandle`'s token). The goal is 256;
-/// the bound asserted is what the engine achieves today plus a little
-/// headroom, so a regression fails while the printed number tracks tuning.
-const WAITING_FLOW_BOUND: usize = 1536;
+/// amortised over a cold batch: the flow's own 256 B (flow object, its
+/// strand/frame/queue buffers, the boxed step closure, the
+/// `ExternalHandle`'s token) plus the scheduler's slot and queue tables,
+/// which grow by doubling (so up to about 2x their live size).
+const WAITING_FLOW_BOUND: usize = 384;
 
 fn complete_all(tool: &mut TestTool, hs: &Arc<Mutex<Vec<ExternalHandle>>>) {
     let handles = std::mem::take(&mut *hs.lock().unwrap());
@@ -218,14 +218,13 @@ fn memory_per_waiting_root_flow() {
         "one unpooled waiting flow: {} B in {} allocs, sizes in order {sizes:?}",
         one.bytes, one.allocs
     );
-    if cold_per <= 256 {
-        assert!(cold_per <= 256);
-    } else {
-        assert!(
-            cold_per <= WAITING_FLOW_BOUND as isize,
-            "{cold_per} B per waiting flow (bound {WAITING_FLOW_BOUND})"
-        );
-    }
+    // The flow's own objects (flow, strand buffers, token, step closure).
+    assert!(one.bytes <= 256, "one waiting flow holds {} B", one.bytes);
+    // Amortised over a batch, plus the scheduler's growing tables.
+    assert!(
+        cold_per <= WAITING_FLOW_BOUND as isize,
+        "{cold_per} B per waiting flow (bound {WAITING_FLOW_BOUND})"
+    );
     assert!(warm_per <= cold_per, "warm {warm_per} > cold {cold_per}");
 }
 

@@ -55,7 +55,26 @@ pub(crate) struct Side {
     /// Branch strands; strand id `n` is `branches[n - 1]`.
     branches: Vec<Strand>,
     free: Vec<u32>,
-    ready: VecDeque<(u32, u32, Queued)>,
+    /// (strand, its (gen, ticket) when queued, what to do).
+    ready: VecDeque<(u32, (u32, u32), Queued)>,
+    /// Per strand id (0 = main): bumped when the strand's entry in `ready`
+    /// becomes obsolete, so that entry is skipped when popped. Kept here,
+    /// not in `Strand`, because only flows with a ready queue need it.
+    tickets: Vec<u32>,
+}
+
+impl Side {
+    fn ticket(&self, sid: u32) -> u32 {
+        self.tickets.get(sid as usize).copied().unwrap_or(0)
+    }
+
+    fn bump_ticket(&mut self, sid: u32) {
+        let i = sid as usize;
+        if self.tickets.len() <= i {
+            self.tickets.resize(i + 1, 0);
+        }
+        self.tickets[i] = self.tickets[i].wrapping_add(1);
+    }
 }
 
 /// One root flow on its loop.
@@ -159,11 +178,13 @@ impl Flow {
 
     fn push_ready(&mut self, front: bool, sid: u32, act: Queued) {
         let gen = self.st(sid).gen;
-        let r = &mut self.side().ready;
+        let side = self.side();
+        let mark = (gen, side.ticket(sid));
+        let r = &mut side.ready;
         if front {
-            r.push_front((sid, gen, act));
+            r.push_front((sid, mark, act));
         } else {
-            r.push_back((sid, gen, act));
+            r.push_back((sid, mark, act));
         }
     }
 
@@ -205,9 +226,12 @@ impl Flow {
                 let act = self.timeout(sched, strand, seq);
                 if act.is_some() {
                     // The strand may have been parked mid-run (step budget):
-                    // that continuation is obsolete now.
+                    // that continuation is obsolete now. O(1): its ready
+                    // entry carries the old ticket and is skipped when
+                    // popped (a scan here made a storm of timeouts
+                    // quadratic in the number of parked branches).
                     if let Some(side) = &mut self.side {
-                        side.ready.retain(|e| e.0 != strand);
+                        side.bump_ticket(strand);
                     }
                 }
                 act.map(|a| (strand, a))
@@ -231,11 +255,13 @@ impl Flow {
             }
         }
         while sched.budget > 0 {
-            let Some((sid, gen, act)) = self.side.as_mut().and_then(|s| s.ready.pop_front()) else {
+            let Some((sid, mark, act)) = self.side.as_mut().and_then(|s| s.ready.pop_front())
+            else {
                 break;
             };
+            let ticket = self.side.as_ref().map_or(0, |s| s.ticket(sid));
             match self.st_get(sid) {
-                Some(st) if st.live && st.gen == gen => {}
+                Some(st) if st.live && (st.gen, ticket) == mark => {}
                 _ => continue,
             }
             let act = match act {
@@ -546,7 +572,7 @@ impl Flow {
     /// branches, timer, external handle. The frame itself may stay.
     fn end_frame(&mut self, sched: &mut Scheduler, f: &mut Frame, cancel: bool) {
         if let Some(w) = f.wait.take() {
-            w.close();
+            sched.release_token(w);
         }
         let Some(x) = f.extra.as_mut() else {
             return;

@@ -35,6 +35,39 @@ impl WaitToken {
         })
     }
 
+    /// A token for step `seq` of `strand` in `flow`, reused from the loop's
+    /// pool when one is free (no allocation on the hot path).
+    pub(crate) fn acquire(
+        pool: &mut Vec<Arc<Self>>,
+        shared: &Arc<Shared>,
+        flow: FlowKey,
+        strand: u32,
+        seq: u32,
+    ) -> Arc<Self> {
+        while let Some(mut t) = pool.pop() {
+            // Only unique tokens enter the pool, so this always succeeds;
+            // a shared one (impossible) is simply dropped.
+            if let Some(w) = Arc::get_mut(&mut t) {
+                *w.done.get_mut() = false;
+                w.flow = flow;
+                w.strand = strand;
+                w.seq = seq;
+                return t;
+            }
+        }
+        Self::new(shared.clone(), flow, strand, seq)
+    }
+
+    /// Closes a token whose step ended and keeps it for reuse when no
+    /// [`ExternalHandle`] refers to it any more (a live handle must keep
+    /// seeing the closed token, so a shared one is never recycled).
+    pub(crate) fn release(mut this: Arc<Self>, pool: &mut Vec<Arc<Self>>, max: usize) {
+        this.close();
+        if pool.len() < max && Arc::get_mut(&mut this).is_some() {
+            pool.push(this);
+        }
+    }
+
     /// Takes the right to complete the step; true for the single winner.
     pub(crate) fn claim(&self) -> bool {
         !self.done.swap(true, Ordering::AcqRel)

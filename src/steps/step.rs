@@ -355,10 +355,12 @@ impl<'a> Step<'a> {
         let (key, sid) = (self.flow.key, self.sid);
         let f = &mut self.flow.st(self.sid).frames[self.depth];
         let seq = f.seq;
-        let shared = &self.sched.shared;
+        let sched = &mut *self.sched;
         let token = f
             .wait
-            .get_or_insert_with(|| WaitToken::new(shared.clone(), key, sid, seq))
+            .get_or_insert_with(|| {
+                WaitToken::acquire(&mut sched.tokens, &sched.shared, key, sid, seq)
+            })
             .clone();
         ExternalHandle::new(token)
     }

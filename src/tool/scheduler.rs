@@ -5,7 +5,7 @@ use crate::args::Args;
 use crate::error::Error;
 use crate::steps::flow::{Flow, Resume};
 use crate::steps::model::AsyncSteps;
-use crate::steps::result::{Completion, FlowHandle};
+use crate::steps::result::{Completion, FlowHandle, WaitToken};
 use crate::tool::shared::{Msg, Shared};
 use slotmap::{new_key_type, SlotMap};
 use std::cmp::Reverse;
@@ -118,6 +118,8 @@ pub struct Scheduler {
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Flow>>,
     peak_flows: usize,
+    /// Closed wait tokens no handle refers to, ready for reuse.
+    pub(crate) tokens: Vec<Arc<WaitToken>>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) steps: u64,
     /// Steps the running flow may still execute before it yields.
@@ -142,6 +144,7 @@ impl Scheduler {
             flows: SlotMap::with_key(),
             pool: Vec::new(),
             peak_flows: 0,
+            tokens: Vec::new(),
             shared: Shared::new(),
             steps: 0,
             budget: 0,
@@ -300,6 +303,13 @@ impl Scheduler {
             shared: self.shared.clone(),
             key,
         }
+    }
+
+    /// Closes the wait token of an ended step; pooled like flows (up to the
+    /// peak number of flows alive at once).
+    pub(crate) fn release_token(&mut self, t: Arc<WaitToken>) {
+        let max = self.peak_flows.min(FLOW_POOL_MAX);
+        WaitToken::release(t, &mut self.tokens, max);
     }
 
     pub(crate) fn report_unhandled(&mut self, e: &Error) {
