@@ -104,9 +104,12 @@ impl Flow {
             steps.reverse();
             *q = steps.into_vec();
         } else {
-            // Reuse the pooled queue (exact room for a cold flow).
+            // Reuse the pooled queue (exact room for a cold flow). Popping
+            // the model's steps pushes them reversed, as the queue wants.
             q.reserve_exact(steps.len());
-            q.extend(steps.drain(..).rev());
+            while let Some(s) = steps.pop() {
+                q.push(s);
+            }
         }
         self.main.live = true;
         self.state = state;
