@@ -43,6 +43,7 @@
 
 pub mod args;
 pub mod error;
+pub mod runtime;
 pub mod state;
 pub mod steps;
 pub mod testing;
@@ -50,6 +51,7 @@ pub mod tool;
 
 pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, Value};
 pub use error::{codes, Error, StepResult};
+pub use runtime::{Runtime, RuntimeHandle};
 pub use state::State;
 pub use steps::loops::{LoopItems, Pairs};
 pub use steps::model::{AsyncSteps, ModelParallel};

@@ -13,6 +13,7 @@ use crate::steps::result::Completion;
 use crate::steps::result::FutureWake;
 use crate::steps::step::{Outcome, Step};
 use crate::tool::scheduler::{FlowKey, Scheduler, BURST};
+use crate::tool::shared::Shared;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -95,7 +96,13 @@ pub(crate) struct Flow {
 }
 
 impl Flow {
-    pub(crate) fn init(&mut self, key: FlowKey, root: AsyncSteps, done: Option<Arc<Completion>>) {
+    pub(crate) fn init(
+        &mut self,
+        shared: &Arc<Shared>,
+        key: FlowKey,
+        root: AsyncSteps,
+        done: Option<Arc<Completion>>,
+    ) {
         self.key = key;
         let AsyncSteps { mut steps, state } = root;
         let q = &mut self.main.queue;
@@ -114,7 +121,7 @@ impl Flow {
         self.main.live = true;
         self.state = state;
         if let Some(d) = &done {
-            d.bind(key);
+            d.bind(shared, key);
         }
         self.done = done;
         self.start = true;

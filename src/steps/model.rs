@@ -250,7 +250,7 @@ impl AsyncSteps {
     /// Starts the flow on `tool` and returns its result as a [`Promise`]
     /// (spec `promise`).
     pub fn promise<T: FromArgs>(self, tool: &mut Scheduler) -> Promise<T> {
-        let c = Completion::new(tool.shared.clone());
+        let c = Completion::new(Some(tool.shared.clone()));
         tool.start(self, Some(c.clone()));
         Promise::new(c)
     }

@@ -165,32 +165,49 @@ enum Slot {
 pub(crate) struct Completion {
     slot: Mutex<Slot>,
     cv: Condvar,
-    shared: Arc<Shared>,
-    key: OnceLock<FlowKey>,
+    /// The loop the flow was sent to, when known up front (`None` for a
+    /// runtime spawn, which any loop may start).
+    target: Option<Arc<Shared>>,
+    /// The loop that started the flow, and its key there.
+    home: OnceLock<(Arc<Shared>, FlowKey)>,
     cancel: AtomicBool,
 }
 
 impl Completion {
-    pub(crate) fn new(shared: Arc<Shared>) -> Arc<Self> {
+    pub(crate) fn new(target: Option<Arc<Shared>>) -> Arc<Self> {
         Arc::new(Completion {
             slot: Mutex::new(Slot::Pending(None)),
             cv: Condvar::new(),
-            shared,
-            key: OnceLock::new(),
+            target,
+            home: OnceLock::new(),
             cancel: AtomicBool::new(false),
         })
     }
 
-    /// Records the flow key once started; a cancel requested before that is
-    /// sent now.
-    pub(crate) fn bind(&self, key: FlowKey) {
-        let _ = self.key.set(key);
+    /// Records the loop and key of the started flow; a cancel requested
+    /// before that is sent now.
+    pub(crate) fn bind(&self, shared: &Arc<Shared>, key: FlowKey) {
+        let _ = self.home.set((shared.clone(), key));
         // Pairs with the fence in `request_cancel`: at least one side sees
         // the other's write, so a cancel racing the start is never lost (a
         // second Cancel message for the same flow is harmless).
         fence(Ordering::SeqCst);
         if self.cancel.load(Ordering::Relaxed) {
-            self.shared.send(Msg::Cancel(key));
+            shared.send(Msg::Cancel(key));
+        }
+    }
+
+    /// True when a cancel was requested (the flow may not have started).
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.cancel.load(Ordering::Acquire)
+    }
+
+    /// True on the thread of the loop that runs (or will run) the flow; for
+    /// a flow no loop has started yet, true on any loop's thread.
+    fn on_home_thread(&self) -> bool {
+        match self.home.get().map(|h| &h.0).or(self.target.as_ref()) {
+            Some(s) => s.is_same_thread(),
+            None => crate::tool::shared::owns_loop(),
         }
     }
 
@@ -206,8 +223,8 @@ impl Completion {
     fn request_cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        if let Some(k) = self.key.get() {
-            self.shared.send(Msg::Cancel(*k));
+        if let Some((shared, k)) = self.home.get() {
+            shared.send(Msg::Cancel(*k));
         }
     }
 
@@ -272,6 +289,15 @@ impl<T: FromArgs> Promise<T> {
         self.comp.request_cancel();
     }
 
+    /// True on the thread of the loop that runs the flow (spec
+    /// `is_same_thread`); false before a loop has started it.
+    pub fn is_same_thread(&self) -> bool {
+        self.comp
+            .home
+            .get()
+            .is_some_and(|(s, _)| s.is_same_thread())
+    }
+
     /// True once the flow has ended.
     pub fn is_done(&self) -> bool {
         !matches!(*self.comp.slot.lock(), Slot::Pending(_))
@@ -287,7 +313,7 @@ impl<T: FromArgs> Promise<T> {
     /// `InternalError`; use [`AsyncTool::block_on`](crate::AsyncTool::block_on)
     /// there.
     pub fn wait(self) -> Result<T, Error> {
-        if self.comp.shared.is_same_thread() && !self.is_done() {
+        if !self.is_done() && self.comp.on_home_thread() {
             return Err(Error::internal(
                 "Promise::wait() on the loop's own thread would deadlock; use block_on()",
             ));

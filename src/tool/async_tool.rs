@@ -92,6 +92,17 @@ impl AsyncTool {
     /// (`None`: until the next timer or message) for work to arrive.
     /// Returns how many events ran.
     pub fn iterate(&mut self, max_wait: Option<Duration>) -> io::Result<usize> {
+        self.iterate_with(max_wait, &|| true)
+    }
+
+    /// [`iterate`](Self::iterate) for a driver with work sources of its
+    /// own: the loop only sleeps when `idle()` holds after the loop has
+    /// published that it is going to sleep (see `Shared::prepare_sleep`).
+    pub(crate) fn iterate_with(
+        &mut self,
+        max_wait: Option<Duration>,
+        idle: &dyn Fn() -> bool,
+    ) -> io::Result<usize> {
         self.sched.now = Instant::now();
         let n = self.sched.run_pass();
         if n > 0 || self.sched.has_immediates() {
@@ -102,7 +113,7 @@ impl AsyncTool {
             let d = at.saturating_duration_since(self.sched.now);
             wait = Some(wait.map_or(d, |w| w.min(d)));
         }
-        if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep() {
+        if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep(idle) {
             let r = self.poll.poll(&mut self.events, wait);
             self.sched.shared.woke();
             match r {

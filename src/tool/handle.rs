@@ -6,6 +6,7 @@ use crate::steps::result::{Completion, Promise};
 use crate::tool::scheduler::Scheduler;
 use crate::tool::shared::{Msg, Shared};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A `Send + Sync + Clone` handle of one loop. Everything it does is queued in
 /// the loop's inbox and never blocks the caller.
@@ -39,6 +40,30 @@ impl ToolHandle {
         self.shared.send(Msg::Call(Box::new(f)));
     }
 
+    /// Runs `f` on the loop after `delay` (spec `deferred` on a foreign
+    /// loop); never blocks. The timer is set when the loop receives the
+    /// message, so the delay counts from then.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::AsyncTool;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let (h, thread) = AsyncTool::spawn("timer-loop")?;
+    /// let (tx, rx) = mpsc::channel();
+    /// h.deferred(Duration::from_millis(2), move |_| tx.send("late").unwrap());
+    /// assert_eq!(rx.recv().unwrap(), "late");
+    /// h.stop();
+    /// thread.join().unwrap();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn deferred(&self, delay: Duration, f: impl FnOnce(&mut Scheduler) + Send + 'static) {
+        self.shared
+            .send(Msg::Call(Box::new(move |s: &mut Scheduler| {
+                s.deferred(delay, f);
+            })));
+    }
+
     /// Starts a flow on the loop; unhandled errors go to its hook.
     pub fn execute(&self, root: AsyncSteps) {
         self.shared.send(Msg::Execute(root, None));
@@ -46,7 +71,7 @@ impl ToolHandle {
 
     /// Starts a flow on the loop and returns its result.
     pub fn promise<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
-        let c = Completion::new(self.shared.clone());
+        let c = Completion::new(Some(self.shared.clone()));
         self.shared.send(Msg::Execute(root, Some(c.clone())));
         Promise::new(c)
     }

@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::steps::flow::{Flow, Resume};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, FlowHandle, WaitToken};
-use crate::tool::shared::{Msg, Shared};
+use crate::tool::shared::{Msg, OwnerGuard, Shared};
 use slotmap::{new_key_type, SlotMap};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -129,6 +129,8 @@ pub struct Scheduler {
     pub(crate) args: Args,
     unhandled: Option<ErrorHook>,
     stopped: bool,
+    /// Marks the creating thread as a loop owner while the loop lives.
+    _owner: OwnerGuard,
 }
 
 impl Scheduler {
@@ -151,6 +153,7 @@ impl Scheduler {
             args: Args::new(),
             unhandled: None,
             stopped: false,
+            _owner: OwnerGuard::new(),
         }
     }
 
@@ -295,7 +298,7 @@ impl Scheduler {
         let mut flow = self.pool.pop().unwrap_or_default();
         let key = self.flows.insert(None);
         self.peak_flows = self.peak_flows.max(self.flows.len());
-        flow.init(key, root, done);
+        flow.init(&self.shared, key, root, done);
         flow.queued = true;
         self.flows[key] = Some(flow);
         self.queue.push_back(Entry::Flow(key));

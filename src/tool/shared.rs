@@ -74,6 +74,31 @@ static NEXT_THREAD: AtomicUsize = AtomicUsize::new(1);
 
 thread_local! {
     static MARK: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+    /// Loops (schedulers) alive on this thread.
+    static OWNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// True when the calling thread owns a loop (it must not block waiting
+/// for a flow that may need that loop to run).
+pub(crate) fn owns_loop() -> bool {
+    OWNED.with(|c| c.get() > 0)
+}
+
+/// Counts a loop created on this thread; the count drops with the guard.
+pub(crate) struct OwnerGuard(());
+
+impl OwnerGuard {
+    pub(crate) fn new() -> Self {
+        OWNED.with(|c| c.set(c.get() + 1));
+        OwnerGuard(())
+    }
+}
+
+impl Drop for OwnerGuard {
+    fn drop(&mut self) {
+        // `try_with`: a loop dropped during thread-local teardown.
+        let _ = OWNED.try_with(|c| c.set(c.get().saturating_sub(1)));
+    }
 }
 
 /// A number unique to the calling thread for the life of the process
@@ -180,19 +205,29 @@ impl Shared {
     }
 
     /// Marks the loop as going to sleep; returns false when it must not
-    /// (messages are waiting).
-    pub(crate) fn prepare_sleep(&self) -> bool {
+    /// (messages are waiting, or `idle` says other work is).
+    ///
+    /// `idle` is checked after `sleeping` is published (SeqCst fence), so a
+    /// producer of that other work that pushes, fences, and then wakes
+    /// every loop it sees sleeping is never missed.
+    pub(crate) fn prepare_sleep(&self, idle: &dyn Fn() -> bool) -> bool {
         if !self.local(|q| q.is_empty()) {
             return false;
         }
         self.sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        if self.inbox.is_empty() {
+        if self.inbox.is_empty() && idle() {
             true
         } else {
             self.sleeping.store(false, Ordering::Relaxed);
             false
         }
+    }
+
+    /// True while the loop is (about to be) blocked in `poll`; read after a
+    /// SeqCst fence by producers deciding whether to wake it.
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed)
     }
 
     pub(crate) fn woke(&self) {
@@ -219,6 +254,11 @@ impl Shared {
     /// True when no message waits; owner thread only.
     pub(crate) fn is_empty(&self) -> bool {
         self.local(|q| q.is_empty()) && self.inbox.is_empty()
+    }
+
+    /// Messages from other threads waiting; any thread.
+    pub(crate) fn remote_depth(&self) -> usize {
+        self.depth.load(Ordering::Relaxed)
     }
 
     /// Messages waiting; owner thread only.

@@ -1,0 +1,379 @@
+//! One loop thread of a [`Runtime`](crate::runtime::Runtime): pinning, the
+//! start of new flows (local worker, shared injector, stealing from peers),
+//! the wake-up protocol, and statistics.
+
+use crate::error::{codes, Error};
+use crate::runtime::builder::{PinStatus, SharedHook};
+use crate::steps::model::AsyncSteps;
+use crate::steps::result::Completion;
+use crate::tool::async_tool::AsyncTool;
+use crate::tool::shared::Shared;
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Flows a loop starts per turn before it runs what is queued: new flows
+/// cannot starve flows that already run.
+const START_BATCH: usize = 256;
+
+/// A loop with more flows than this spawned on it and not started wakes a
+/// parked peer to steal some. Below it, flows spawned on a loop stay there
+/// (they start on the next turn; waking a peer would cost more).
+const LOCAL_BACKLOG: usize = 32;
+
+/// A root flow spawned on the runtime and not started yet.
+///
+/// Dropping one that never started (shutdown, a loop gone) answers its
+/// waiter with `Canceled`, so no spawn is ever lost silently.
+pub(crate) struct Job {
+    root: Option<AsyncSteps>,
+    done: Option<Arc<Completion>>,
+}
+
+impl Job {
+    pub(crate) fn new(root: AsyncSteps, done: Option<Arc<Completion>>) -> Self {
+        Job {
+            root: Some(root),
+            done,
+        }
+    }
+
+    fn start(mut self, tool: &mut AsyncTool) {
+        let root = self.root.take().expect("a job starts once");
+        let done = self.done.take();
+        if let Some(d) = &done {
+            if d.cancel_requested() {
+                d.complete(Err(Error::with_info(
+                    codes::CANCELED,
+                    "flow cancelled before it started",
+                )));
+                return;
+            }
+        }
+        tool.start(root, done);
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if self.root.is_some() {
+            if let Some(d) = self.done.take() {
+                d.complete(Err(Error::with_info(
+                    codes::CANCELED,
+                    "the runtime shut down before the flow started",
+                )));
+            }
+        }
+    }
+}
+
+/// Counters a loop publishes after each turn (relaxed: a harness reads a
+/// recent snapshot, not a consistent one).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub flows: AtomicUsize,
+    pub steps: AtomicU64,
+    pub timers: AtomicUsize,
+    pub started: AtomicU64,
+    pub stolen: AtomicU64,
+}
+
+/// What the runtime knows about one loop.
+pub(crate) struct LoopRef {
+    pub shared: Arc<Shared>,
+    pub stealer: Stealer<Job>,
+    pub pin: PinStatus,
+    pub counters: Counters,
+}
+
+/// The runtime state every loop and handle shares.
+pub(crate) struct Core {
+    /// Identifies this runtime for the loop threads' thread-local.
+    pub id: usize,
+    /// Flows spawned from outside the loops, for any loop to take.
+    pub injector: Injector<Job>,
+    pub loops: Vec<LoopRef>,
+    /// Set once at shutdown; later spawns are answered at once.
+    pub closing: AtomicBool,
+    /// Where the next wake-up search starts (spreads wake-ups).
+    pub next_wake: AtomicUsize,
+    pub spin: Duration,
+}
+
+static NEXT_RUNTIME: AtomicUsize = AtomicUsize::new(1);
+
+pub(crate) fn next_runtime_id() -> usize {
+    NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The loop thread's own view: which runtime and loop it is, and its
+/// worker queue of flows spawned on this thread.
+struct Current {
+    rt: usize,
+    idx: usize,
+    worker: Worker<Job>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// The loop index when the calling thread is a loop of runtime `rt`.
+pub(crate) fn current_loop(rt: usize) -> Option<usize> {
+    CURRENT
+        .try_with(|c| match c.try_borrow() {
+            Ok(c) => c.as_ref().filter(|c| c.rt == rt).map(|c| c.idx),
+            Err(_) => None,
+        })
+        .ok()
+        .flatten()
+}
+
+impl Core {
+    /// Queues a flow: on a loop thread of this runtime, on that loop's own
+    /// worker (it starts there unless an idle peer steals it first); from
+    /// anywhere else, on the shared injector, waking one parked loop.
+    pub(crate) fn submit(&self, job: Job) {
+        if self.closing.load(Ordering::Acquire) {
+            return; // dropping the job answers its waiter
+        }
+        let mut job = Some(job);
+        // `Some(i)`: pushed on loop `i`'s own worker; `.1`: it has a backlog.
+        let mut local = None;
+        let _ = CURRENT.try_with(|c| {
+            if let Ok(c) = c.try_borrow() {
+                if let Some(cur) = c.as_ref().filter(|cur| cur.rt == self.id) {
+                    if let Some(j) = job.take() {
+                        cur.worker.push(j);
+                    }
+                    local = Some((cur.idx, cur.worker.len() > LOCAL_BACKLOG));
+                }
+            }
+        });
+        if let Some(job) = job {
+            self.injector.push(job);
+        }
+        // Pairs with the fence in `Shared::prepare_sleep` (a parked loop
+        // sees the job or we see it parked) and with the one in `close`
+        // (shutdown drains the injector or we see `closing`).
+        fence(Ordering::SeqCst);
+        if self.closing.load(Ordering::Relaxed) {
+            self.drain_injector();
+            return;
+        }
+        match local {
+            None => self.wake_one(usize::MAX),
+            Some((idx, true)) => self.wake_one(idx),
+            Some((_, false)) => {}
+        }
+    }
+
+    /// Wakes one parked loop other than `except`, if any is parked.
+    fn wake_one(&self, except: usize) {
+        let n = self.loops.len();
+        let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
+        for k in 0..n {
+            let i = (start + k) % n;
+            if i != except && self.loops[i].shared.is_sleeping() {
+                self.loops[i].shared.wake_loop();
+                return;
+            }
+        }
+    }
+
+    /// Answers every flow still in the injector with `Canceled`.
+    pub(crate) fn drain_injector(&self) {
+        loop {
+            match self.injector.steal() {
+                Steal::Success(job) => drop(job),
+                Steal::Empty => return,
+                Steal::Retry => continue,
+            }
+        }
+    }
+
+    /// Marks the runtime closing; see `submit`.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+    }
+
+    /// True when some flow waits to be started that loop `idx` could take.
+    fn has_jobs(&self, idx: usize, worker: &Worker<Job>) -> bool {
+        !worker.is_empty()
+            || !self.injector.is_empty()
+            || self
+                .loops
+                .iter()
+                .enumerate()
+                .any(|(i, l)| i != idx && !l.stealer.is_empty())
+    }
+}
+
+/// How a loop thread is to be pinned.
+pub(crate) enum Pin {
+    Off,
+    Core(core_affinity::CoreId),
+    Unknown,
+}
+
+type Ready = mpsc::Sender<(usize, io::Result<LoopRef>)>;
+
+/// Body of loop thread `idx`: pin, create the loop, report ready, wait for
+/// the runtime to be assembled, then run until told to stop.
+pub(crate) fn thread_main(
+    idx: usize,
+    pin: Pin,
+    hook: Option<SharedHook>,
+    ready: Ready,
+    go: mpsc::Receiver<Option<Arc<Core>>>,
+) {
+    let pin = match pin {
+        Pin::Off => PinStatus::Off,
+        Pin::Core(c) if core_affinity::set_for_current(c) => PinStatus::Pinned(c.id),
+        Pin::Core(c) => PinStatus::Failed(format!("could not pin to core {}", c.id)),
+        Pin::Unknown => PinStatus::Failed("the core list is not available".to_owned()),
+    };
+    let mut tool = match AsyncTool::new() {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = ready.send((idx, Err(e)));
+            return;
+        }
+    };
+    if let Some(h) = hook {
+        tool.set_unhandled_error_hook(move |e| h(e));
+    }
+    let worker = Worker::new_fifo();
+    let me = LoopRef {
+        shared: tool.shared.clone(),
+        stealer: worker.stealer(),
+        pin,
+        counters: Counters::default(),
+    };
+    if ready.send((idx, Ok(me))).is_err() {
+        return;
+    }
+    drop(ready);
+    let Ok(Some(core)) = go.recv() else {
+        return; // the build failed elsewhere
+    };
+    CURRENT.with(|c| {
+        *c.borrow_mut() = Some(Current {
+            rt: core.id,
+            idx,
+            worker,
+        })
+    });
+    if let Err(e) = run(idx, &core, &mut tool) {
+        eprintln!("futoin-asyncsteps: loop {idx} stopped: {e}");
+    }
+    // Flows that never started are answered (Job's Drop), then the loop's
+    // own flows are cancelled on this thread as the tool drops.
+    let cur = CURRENT.with(|c| c.borrow_mut().take());
+    drop(cur);
+    drop(tool);
+    publish(&core.loops[idx].counters, None);
+}
+
+fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
+    let me = &core.loops[idx];
+    loop {
+        let started = start_jobs(idx, core, tool);
+        if started > 0 && !core.injector.is_empty() {
+            // More waits than this loop takes per turn: share it out.
+            core.wake_one(idx);
+        }
+        if started == 0 && !core.spin.is_zero() && !tool.has_immediates() {
+            spin(idx, core, tool);
+        }
+        let wait = if started > 0 {
+            Some(Duration::ZERO)
+        } else {
+            None
+        };
+        let idle =
+            || CURRENT.with_borrow(|c| c.as_ref().map_or(true, |c| !core.has_jobs(idx, &c.worker)));
+        tool.iterate_with(wait, &idle)?;
+        publish(&me.counters, Some(tool));
+        if tool.take_stop() {
+            return Ok(());
+        }
+    }
+}
+
+/// Polls for messages or new flows for up to the configured spin time.
+fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
+    let until = Instant::now() + core.spin;
+    loop {
+        let busy = !tool.shared.is_empty()
+            || CURRENT.with_borrow(|c| c.as_ref().is_some_and(|c| core.has_jobs(idx, &c.worker)));
+        if busy || Instant::now() >= until {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Starts up to `START_BATCH` waiting flows: this loop's own first, then
+/// from the injector, then (only when this loop has nothing else to do)
+/// stolen from a peer's worker. Returns how many started.
+fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
+    let me = &core.loops[idx];
+    let mut n = 0;
+    while n < START_BATCH {
+        let dry = !tool.has_immediates();
+        let got = CURRENT.with_borrow(|c| {
+            let w = &c.as_ref()?.worker;
+            if let Some(j) = w.pop() {
+                return Some((j, 0));
+            }
+            if let Some(j) = steal(|| core.injector.steal_batch_and_pop(w)) {
+                return Some((j, 0));
+            }
+            if !dry {
+                return None;
+            }
+            let len = core.loops.len();
+            let before = w.len();
+            (1..len).find_map(|k| {
+                let peer = &core.loops[(idx + k) % len];
+                let j = steal(|| peer.stealer.steal_batch_and_pop(w))?;
+                // The batch beyond the popped job went to our worker.
+                Some((j, 1 + w.len() - before))
+            })
+        });
+        let Some((job, stolen)) = got else {
+            break;
+        };
+        if stolen > 0 {
+            me.counters.stolen.fetch_add(stolen as u64, Ordering::Relaxed);
+        }
+        me.counters.started.fetch_add(1, Ordering::Relaxed);
+        job.start(tool);
+        n += 1;
+    }
+    n
+}
+
+fn steal(mut f: impl FnMut() -> Steal<Job>) -> Option<Job> {
+    loop {
+        match f() {
+            Steal::Success(j) => return Some(j),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+}
+
+fn publish(c: &Counters, tool: Option<&AsyncTool>) {
+    let st = tool.map(|t| t.stats()).unwrap_or_default();
+    c.flows.store(st.flows, Ordering::Relaxed);
+    if tool.is_some() {
+        c.steps.store(st.steps, Ordering::Relaxed);
+    }
+    c.timers.store(st.timers, Ordering::Relaxed);
+}

@@ -1,0 +1,347 @@
+//! [`Runtime`]: one event loop per core, root flows pinned to a loop.
+//!
+//! Each loop is an [`AsyncTool`](crate::AsyncTool) on its own OS thread
+//! (pinned to a core by default). A root flow starts on one loop and never
+//! leaves it: all its steps, handlers and cancel callbacks run on that
+//! thread, so the engine takes no locks. Anything another thread does to a
+//! flow (external completion, cancel) travels through the owner loop's
+//! inbox and never blocks.
+//!
+//! Placement: a flow spawned on a loop thread (say, from inside a step)
+//! goes to that loop's own queue; a flow spawned from any other thread goes
+//! to a shared queue that every loop takes from, and one parked loop is
+//! woken for it. A loop with nothing to do steals flows that were spawned
+//! but have not started yet from its peers; a started flow is never moved.
+//!
+//! ```
+//! use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
+//!
+//! let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+//! let mut root = AsyncSteps::new();
+//! root.add(|s, ()| {
+//!     assert!(s.tool().is_same_thread());
+//!     s.success((6 * 7,))
+//! });
+//! let (v,): (i32,) = rt.spawn(root).wait()?;
+//! assert_eq!(v, 42);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod builder;
+mod driver;
+
+pub use builder::{Builder, PinStatus};
+
+use crate::args::FromArgs;
+use crate::steps::model::AsyncSteps;
+use crate::steps::result::{Completion, Promise};
+use crate::tool::handle::ToolHandle;
+use crate::tool::shared::Msg;
+use driver::{Core, Job};
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// A set of event loops, one per thread; see the [module docs](self).
+///
+/// Dropping it (or [`shutdown`](Runtime::shutdown)) stops every loop:
+/// flows still running are cancelled on their own loops (their cancel
+/// callbacks run there), flows spawned but not started resolve to
+/// `Canceled`, and the threads are joined.
+pub struct Runtime {
+    core: Arc<Core>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("loops", &self.core.loops.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One loop's counters, from [`Runtime::stats`]. Each loop publishes them
+/// after every turn, so they are recent, not an atomic snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoopStats {
+    /// The loop's index, `0..loops`.
+    pub index: usize,
+    /// Whether its thread is pinned to a core.
+    pub pin: PinStatus,
+    /// Flows running on it now.
+    pub flows: usize,
+    /// Steps it has executed.
+    pub steps: u64,
+    /// Timers pending on it.
+    pub timers: usize,
+    /// Messages from other threads waiting in its inbox.
+    pub inbox: usize,
+    /// Root flows it has started.
+    pub started: u64,
+    /// Of those, flows it took from a peer loop's queue.
+    pub stolen: u64,
+}
+
+impl Runtime {
+    /// A runtime with the defaults: one loop per available core, threads
+    /// pinned to cores. Same as `Runtime::builder().build()`.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::runtime::Runtime;
+    /// let rt = Runtime::new()?;
+    /// assert!(rt.loops() >= 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new() -> io::Result<Self> {
+        Builder::new().build()
+    }
+
+    /// Configures a runtime; see [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    fn from_parts(core: Arc<Core>, threads: Vec<JoinHandle<()>>) -> Self {
+        Runtime { core, threads }
+    }
+
+    /// Starts a root flow from any thread and returns its result as a
+    /// [`Promise`]: wait for it blocking, `.await` it, or cancel it from any
+    /// thread. See the [module docs](self) for which loop runs it.
+    pub fn spawn<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
+        spawn(&self.core, root)
+    }
+
+    /// Starts a root flow nobody waits for; an error it ends with goes to
+    /// the loop's unhandled-error hook ([`Builder::on_unhandled_error`]).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
+    /// use std::sync::mpsc;
+    ///
+    /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |_, ()| {
+    ///     tx.send("ran").unwrap();
+    ///     Ok(())
+    /// });
+    /// rt.execute(root);
+    /// assert_eq!(rx.recv().unwrap(), "ran");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn execute(&self, root: AsyncSteps) {
+        self.core.submit(Job::new(root, None));
+    }
+
+    /// A `Clone + Send + Sync` handle that spawns on this runtime from
+    /// anywhere, including from inside a step.
+    pub fn handle(&self) -> RuntimeHandle {
+        RuntimeHandle {
+            core: self.core.clone(),
+        }
+    }
+
+    /// Number of loops.
+    pub fn loops(&self) -> usize {
+        self.core.loops.len()
+    }
+
+    /// A handle to post callbacks to loop `i` (spec `immediate`/`deferred`
+    /// on a foreign loop); `None` when `i >= loops()`.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::runtime::Runtime;
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    ///
+    /// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let h = rt.loop_handle(1).unwrap();
+    /// assert!(!h.is_same_thread());
+    /// h.deferred(Duration::from_millis(1), move |tool| {
+    ///     tx.send(tool.is_same_thread()).unwrap();
+    /// });
+    /// assert!(rx.recv().unwrap());
+    /// assert!(rt.loop_handle(2).is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn loop_handle(&self, i: usize) -> Option<ToolHandle> {
+        loop_handle(&self.core, i)
+    }
+
+    /// Per-loop counters, in loop order.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::runtime::Runtime;
+    /// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+    /// let st = rt.stats();
+    /// assert_eq!(st.len(), 2);
+    /// assert_eq!((st[1].index, st[1].flows, st[1].started), (1, 0, 0));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stats(&self) -> Vec<LoopStats> {
+        stats(&self.core)
+    }
+
+    /// Stops the runtime now (what dropping it does): cancels running
+    /// flows on their loops, answers flows not started with `Canceled`,
+    /// joins the threads.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{codes, runtime::Runtime, AsyncSteps};
+    ///
+    /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.wait_external(); // waits forever
+    ///     Ok(())
+    /// });
+    /// let p = rt.spawn::<()>(root);
+    /// rt.shutdown();
+    /// assert_eq!(p.wait().unwrap_err().code(), codes::CANCELED);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.core.close();
+        for l in &self.core.loops {
+            l.shared.send(Msg::Stop);
+        }
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..) {
+            // Dropped on one of its own loops (from inside a step): that
+            // thread ends by itself once the current turn returns.
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        self.core.drain_injector();
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.stop();
+        }
+    }
+}
+
+/// Spawns on a [`Runtime`] from anywhere; from [`Runtime::handle`].
+///
+/// After the runtime has shut down, spawned flows resolve to `Canceled`.
+///
+/// ```
+/// use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
+///
+/// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+/// let h = rt.handle();
+/// let mut root = AsyncSteps::new();
+/// root.add(move |s, ()| {
+///     // Spawned on a loop thread: starts on this same loop by default.
+///     let mut child = AsyncSteps::new();
+///     child.add(|s, ()| s.success((1u8,)));
+///     let p = h.spawn::<(u8,)>(child);
+///     s.await_future(async move { p.await.map(|(v,)| (v + 1,)) });
+///     Ok(())
+/// });
+/// let (v,): (u8,) = rt.spawn(root).wait()?;
+/// assert_eq!(v, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for RuntimeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeHandle")
+            .field("loops", &self.core.loops.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeHandle {
+    /// See [`Runtime::spawn`].
+    pub fn spawn<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
+        spawn(&self.core, root)
+    }
+
+    /// See [`Runtime::execute`].
+    pub fn execute(&self, root: AsyncSteps) {
+        self.core.submit(Job::new(root, None));
+    }
+
+    /// Number of loops.
+    pub fn loops(&self) -> usize {
+        self.core.loops.len()
+    }
+
+    /// See [`Runtime::loop_handle`].
+    pub fn loop_handle(&self, i: usize) -> Option<ToolHandle> {
+        loop_handle(&self.core, i)
+    }
+
+    /// See [`Runtime::stats`].
+    pub fn stats(&self) -> Vec<LoopStats> {
+        stats(&self.core)
+    }
+
+    /// The index of the loop the calling thread runs, if it is one of this
+    /// runtime's loop threads.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::runtime::Runtime;
+    /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
+    /// assert_eq!(rt.handle().current_loop(), None);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn current_loop(&self) -> Option<usize> {
+        driver::current_loop(self.core.id)
+    }
+
+    /// True once the runtime has begun to shut down.
+    pub fn is_closed(&self) -> bool {
+        self.core.closing.load(Ordering::Acquire)
+    }
+}
+
+fn spawn<T: FromArgs>(core: &Core, root: AsyncSteps) -> Promise<T> {
+    let c = Completion::new(None);
+    core.submit(Job::new(root, Some(c.clone())));
+    Promise::new(c)
+}
+
+fn loop_handle(core: &Core, i: usize) -> Option<ToolHandle> {
+    core.loops.get(i).map(|l| ToolHandle {
+        shared: l.shared.clone(),
+    })
+}
+
+fn stats(core: &Core) -> Vec<LoopStats> {
+    core.loops
+        .iter()
+        .enumerate()
+        .map(|(index, l)| {
+            let c = &l.counters;
+            LoopStats {
+                index,
+                pin: l.pin.clone(),
+                flows: c.flows.load(Ordering::Relaxed),
+                steps: c.steps.load(Ordering::Relaxed),
+                timers: c.timers.load(Ordering::Relaxed),
+                inbox: l.shared.remote_depth(),
+                started: c.started.load(Ordering::Relaxed),
+                stolen: c.stolen.load(Ordering::Relaxed),
+            }
+        })
+        .collect()
+}
