@@ -323,6 +323,9 @@ fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
 /// stolen from a peer's worker. Returns how many started.
 fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
     let me = &core.loops[idx];
+    if core.closing.load(Ordering::Acquire) {
+        return 0; // shutting down: what has not started never will
+    }
     let mut n = 0;
     while n < START_BATCH {
         let dry = !tool.has_immediates();
@@ -350,7 +353,9 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
             break;
         };
         if stolen > 0 {
-            me.counters.stolen.fetch_add(stolen as u64, Ordering::Relaxed);
+            me.counters
+                .stolen
+                .fetch_add(stolen as u64, Ordering::Relaxed);
         }
         me.counters.started.fetch_add(1, Ordering::Relaxed);
         job.start(tool);
