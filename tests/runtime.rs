@@ -91,10 +91,13 @@ fn spawn_from_outside_waits_awaits_and_names_threads() {
     assert!(name.starts_with("rt-test-"), "{name}");
 }
 
+/// (what ran, on which thread, did `is_same_thread()` say yes).
+type Seen = Arc<Mutex<Vec<(&'static str, ThreadId, bool)>>>;
+
 #[test]
 fn every_callback_of_a_flow_runs_on_its_one_loop() {
     let rt = rt(2);
-    let seen: Arc<Mutex<Vec<(&'static str, ThreadId, bool)>>> = Default::default();
+    let seen: Seen = Default::default();
     let (tx, rx) = mpsc::channel();
     let mut root = AsyncSteps::new();
     let sn = seen.clone();
