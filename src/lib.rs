@@ -62,3 +62,8 @@ pub use testing::TestTool;
 pub use tool::async_tool::AsyncTool;
 pub use tool::handle::ToolHandle;
 pub use tool::scheduler::{Scheduler, Stats, TaskHandle};
+
+/// The README's code blocks, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
