@@ -555,3 +555,39 @@ fn stats_count_flows_steps_and_timers_per_loop() {
     h.success(()).unwrap();
     p.wait().unwrap();
 }
+
+#[test]
+fn shutdown_drops_everything_flows_held() {
+    let l = log();
+    let rt = rt(2);
+    let (tx, rx) = mpsc::channel();
+    for i in 0..4 {
+        let mut root = AsyncSteps::new();
+        let (l2, tx) = (l.clone(), tx.clone());
+        root.add(move |s, ()| {
+            // Held by the step (stack), by the flow (state) and by a closure.
+            s.stack(Guard(l2.clone(), "stack"));
+            s.state().set("guard", Arc::new(Guard(l2.clone(), "state")));
+            let g = Guard(l2.clone(), "closure");
+            s.set_cancel(move || drop(g));
+            tx.send(s.wait_external()).unwrap();
+            Ok(())
+        });
+        if i % 2 == 0 {
+            rt.execute(root);
+        } else {
+            drop(rt.spawn::<()>(root));
+        }
+    }
+    let handles: Vec<ExternalHandle> = (0..4).map(|_| rx.recv().unwrap()).collect();
+    drop(rt);
+    let mut got = entries(&l);
+    got.sort();
+    let mut want: Vec<String> = ["closure", "stack", "state"]
+        .iter()
+        .flat_map(|w| std::iter::repeat(format!("drop {w}")).take(4))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    drop(handles);
+}
