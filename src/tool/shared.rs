@@ -47,8 +47,6 @@ pub(crate) struct Shared {
     sleeping: AtomicBool,
     /// The loop is gone; messages are settled by their senders.
     closed: AtomicBool,
-    /// Messages pushed and not yet taken (statistics).
-    depth: AtomicUsize,
     /// Identity of the owner thread (address of a thread-local).
     thread_mark: usize,
 }
@@ -115,7 +113,6 @@ impl Shared {
             waker: OnceLock::new(),
             sleeping: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            depth: AtomicUsize::new(0),
             thread_mark: thread_mark(),
         })
     }
@@ -153,7 +150,6 @@ impl Shared {
             }
             return;
         }
-        self.depth.fetch_add(1, Ordering::Relaxed);
         self.inbox.push(msg);
         // Pairs with the fence in `prepare_sleep`: either the loop sees the
         // message before sleeping, or we see `sleeping` and wake it. It also
@@ -194,10 +190,7 @@ impl Shared {
     fn drain_inbox(&self) {
         loop {
             match self.inbox.steal() {
-                Steal::Success(m) => {
-                    self.depth.fetch_sub(1, Ordering::Relaxed);
-                    settle(m);
-                }
+                Steal::Success(m) => settle(m),
                 Steal::Empty => return,
                 Steal::Retry => continue,
             }
@@ -241,10 +234,7 @@ impl Shared {
         }
         loop {
             match self.inbox.steal() {
-                Steal::Success(m) => {
-                    self.depth.fetch_sub(1, Ordering::Relaxed);
-                    return Some(m);
-                }
+                Steal::Success(m) => return Some(m),
                 Steal::Empty => return None,
                 Steal::Retry => continue,
             }
@@ -257,12 +247,14 @@ impl Shared {
     }
 
     /// Messages from other threads waiting; any thread.
+    /// (`Injector::len`: no counter of our own, so a send costs no extra
+    /// atomic read-modify-write.)
     pub(crate) fn remote_depth(&self) -> usize {
-        self.depth.load(Ordering::Relaxed)
+        self.inbox.len()
     }
 
     /// Messages waiting; owner thread only.
     pub(crate) fn depth(&self) -> usize {
-        self.local(|q| q.len()) + self.depth.load(Ordering::Relaxed)
+        self.local(|q| q.len()) + self.inbox.len()
     }
 }
