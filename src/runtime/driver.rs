@@ -177,8 +177,7 @@ impl Core {
         let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
         for k in 0..n {
             let i = (start + k) % n;
-            if i != except && self.loops[i].shared.is_sleeping() {
-                self.loops[i].shared.wake_loop();
+            if i != except && self.loops[i].shared.wake_if_sleeping() {
                 return;
             }
         }

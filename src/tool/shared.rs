@@ -160,20 +160,32 @@ impl Shared {
             self.drain_inbox();
             return;
         }
-        if self.sleeping.load(Ordering::Relaxed) {
-            if let Some(w) = self.waker.get() {
-                // A failed wake means the poll instance is gone: the loop has
-                // stopped, and the message is dropped with it.
-                let _ = w.wake();
-            }
-        }
+        self.wake_if_sleeping();
     }
 
-    /// Wakes the loop if it sleeps in `poll`, without a message.
+    /// Wakes the loop unconditionally, without a message (a waker whose
+    /// owner does not track `sleeping`, like `block_on`'s).
     pub(crate) fn wake_loop(&self) {
         if let Some(w) = self.waker.get() {
             let _ = w.wake();
         }
+    }
+
+    /// Wakes the loop if it sleeps (or is about to sleep) in `poll`, and
+    /// says whether it did. Only the producer that flips `sleeping` back to
+    /// false makes the wake syscall, so a burst of messages to a parked loop
+    /// costs one wake, not one per message. Call it after a SeqCst fence
+    /// that follows publishing the work.
+    pub(crate) fn wake_if_sleeping(&self) -> bool {
+        if !self.sleeping.load(Ordering::Relaxed) || !self.sleeping.swap(false, Ordering::Relaxed) {
+            return false;
+        }
+        if let Some(w) = self.waker.get() {
+            // A failed wake means the poll instance is gone: the loop has
+            // stopped, and the message is dropped with it.
+            let _ = w.wake();
+        }
+        true
     }
 
     /// The loop is gone (its scheduler dropped): answer every queued message
@@ -215,12 +227,6 @@ impl Shared {
             self.sleeping.store(false, Ordering::Relaxed);
             false
         }
-    }
-
-    /// True while the loop is (about to be) blocked in `poll`; read after a
-    /// SeqCst fence by producers deciding whether to wake it.
-    pub(crate) fn is_sleeping(&self) -> bool {
-        self.sleeping.load(Ordering::Relaxed)
     }
 
     pub(crate) fn woke(&self) {
