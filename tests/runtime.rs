@@ -217,12 +217,19 @@ fn a_dry_loop_steals_flows_a_blocked_loop_has_not_started() {
             });
             h.execute(child);
         }
+        // A backlog of up to LOCAL_BACKLOG flows does not wake a parked
+        // peer (it would start them here after this step); this step
+        // blocks, which steps must not do, so nudge the peer: once it runs
+        // a turn it finds the backlog and steals it.
+        h.loop_handle(1 - me as usize).unwrap().call(|_| {});
         // Block this loop until every child ran: only the peer can run them.
         let ran: Vec<u32> = (0..N).map(|_| rx.recv().unwrap()).collect();
         assert!(ran.iter().all(|&l| l != me), "{ran:?}");
         s.success((me,))
     });
-    let (me,): (u32,) = rt.spawn(root).wait().unwrap();
+    // Sent to loop 0 directly: the parent itself is never up for stealing.
+    let (me,): (u32,) = rt.loop_handle(0).unwrap().promise(root).wait().unwrap();
+    assert_eq!(me, 0);
     sync_loops(&rt);
     let st = rt.stats();
     assert_eq!(st[1 - me as usize].stolen, N as u64);
@@ -246,6 +253,54 @@ fn flows_from_outside_spread_and_all_complete() {
     let st = rt.stats();
     assert_eq!(st.iter().map(|s| s.started).sum::<u64>(), N as u64);
     assert!(st.iter().map(|s| s.steps).sum::<u64>() >= N as u64);
+}
+
+#[test]
+fn flows_from_outside_are_placed_round_robin_while_loops_are_busy() {
+    let rt = rt(2);
+    const N: usize = 100;
+    // Hold both loops inside a step so that none starts, steals or sleeps
+    // while the flows are placed.
+    let (in_tx, in_rx) = mpsc::channel();
+    let mut gates = Vec::new();
+    for i in 0..2 {
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        gates.push(go_tx);
+        let go_rx = Arc::new(std::sync::Mutex::new(go_rx));
+        let in_tx = in_tx.clone();
+        let mut blocker = AsyncSteps::new();
+        blocker.add(move |_, ()| {
+            in_tx.send(()).unwrap();
+            go_rx.lock().unwrap().recv().unwrap();
+            Ok(())
+        });
+        rt.loop_handle(i).unwrap().execute(blocker);
+    }
+    in_rx.recv().unwrap();
+    in_rx.recv().unwrap();
+    let ps: Vec<_> = (0..N)
+        .map(|_| {
+            let mut root = AsyncSteps::new();
+            root.add(|s, ()| s.success(()));
+            rt.spawn::<()>(root)
+        })
+        .collect();
+    for g in gates {
+        g.send(()).unwrap();
+    }
+    for p in ps {
+        p.wait().unwrap();
+    }
+    sync_loops(&rt);
+    let st = rt.stats();
+    // What loop i was given = what it started of its own + what its peer
+    // stole from it.
+    let placed = |i: usize| st[i].started - st[i].stolen + st[1 - i].stolen;
+    assert_eq!(
+        (placed(0), placed(1)),
+        (N as u64 / 2, N as u64 / 2),
+        "{st:?}"
+    );
 }
 
 #[test]

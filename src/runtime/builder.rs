@@ -194,8 +194,8 @@ impl Builder {
         let loops: Vec<LoopRef> = slots.into_iter().flatten().collect();
         let core = Arc::new(Core {
             id: driver::next_runtime_id(),
-            injector: Default::default(),
             loops,
+            next_loop: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             next_wake: AtomicUsize::new(0),
             spin: self.spin,

@@ -1,6 +1,6 @@
 //! One loop thread of a [`Runtime`](crate::runtime::Runtime): pinning, the
-//! start of new flows (local worker, shared injector, stealing from peers),
-//! the wake-up protocol, and statistics.
+//! start of new flows (local worker, the loop's own injector, stealing from
+//! peers), the wake-up protocol, and statistics.
 
 use crate::error::{codes, Error};
 use crate::runtime::builder::{PinStatus, SharedHook};
@@ -84,6 +84,8 @@ pub(crate) struct Counters {
 /// What the runtime knows about one loop.
 pub(crate) struct LoopRef {
     pub shared: Arc<Shared>,
+    /// Flows spawned from outside the loops and placed on this one.
+    pub queue: Injector<Job>,
     pub stealer: Stealer<Job>,
     pub pin: PinStatus,
     pub counters: Counters,
@@ -93,9 +95,9 @@ pub(crate) struct LoopRef {
 pub(crate) struct Core {
     /// Identifies this runtime for the loop threads' thread-local.
     pub id: usize,
-    /// Flows spawned from outside the loops, for any loop to take.
-    pub injector: Injector<Job>,
     pub loops: Vec<LoopRef>,
+    /// Round-robin cursor for flows spawned from outside the loops.
+    pub next_loop: AtomicUsize,
     /// Set once at shutdown; later spawns are answered at once.
     pub closing: AtomicBool,
     /// Where the next wake-up search starts (spreads wake-ups).
@@ -135,7 +137,8 @@ pub(crate) fn current_loop(rt: usize) -> Option<usize> {
 impl Core {
     /// Queues a flow: on a loop thread of this runtime, on that loop's own
     /// worker (it starts there unless an idle peer steals it first); from
-    /// anywhere else, on the shared injector, waking one parked loop.
+    /// anywhere else, on one loop's injector (see `place`), waking that
+    /// loop if it is parked.
     pub(crate) fn submit(&self, job: Job) {
         if self.closing.load(Ordering::Acquire) {
             return; // dropping the job answers its waiter
@@ -153,8 +156,11 @@ impl Core {
                 }
             }
         });
+        let mut placed = None;
         if let Some(job) = job {
-            self.injector.push(job);
+            let i = self.place();
+            self.loops[i].queue.push(job);
+            placed = Some(i);
         }
         // Pairs with the fence in `Shared::prepare_sleep` (a parked loop
         // sees the job or we see it parked) and with the one in `close`
@@ -164,11 +170,26 @@ impl Core {
             self.drain_injector();
             return;
         }
-        match local {
-            None => self.wake_one(usize::MAX),
-            Some((idx, true)) => self.wake_one(idx),
-            Some((_, false)) => {}
+        match (local, placed) {
+            (_, Some(i)) => {
+                self.loops[i].shared.wake_if_sleeping();
+            }
+            (Some((idx, true)), None) => self.wake_one(idx),
+            _ => {}
         }
+    }
+
+    /// Picks the loop for a flow spawned from outside: the first parked
+    /// loop from a round-robin start, else the round-robin one. Spawn
+    /// counts stay even under a burst (each loop gets every n-th flow), and
+    /// a lone spawn goes to a loop that is free to start it now.
+    fn place(&self) -> usize {
+        let n = self.loops.len();
+        let start = self.next_loop.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.loops[i].shared.is_sleeping())
+            .unwrap_or(start)
     }
 
     /// Wakes one parked loop other than `except`, if any is parked.
@@ -183,13 +204,11 @@ impl Core {
         }
     }
 
-    /// Answers every flow still in the injector with `Canceled`.
+    /// Answers every flow still in a loop's injector with `Canceled`.
     pub(crate) fn drain_injector(&self) {
-        loop {
-            match self.injector.steal() {
-                Steal::Success(job) => drop(job),
-                Steal::Empty => return,
-                Steal::Retry => continue,
+        for l in &self.loops {
+            while let Some(job) = steal(|| l.queue.steal()) {
+                drop(job);
             }
         }
     }
@@ -203,12 +222,11 @@ impl Core {
     /// True when some flow waits to be started that loop `idx` could take.
     fn has_jobs(&self, idx: usize, worker: &Worker<Job>) -> bool {
         !worker.is_empty()
-            || !self.injector.is_empty()
             || self
                 .loops
                 .iter()
                 .enumerate()
-                .any(|(i, l)| i != idx && !l.stealer.is_empty())
+                .any(|(i, l)| !l.queue.is_empty() || (i != idx && !l.stealer.is_empty()))
     }
 }
 
@@ -249,6 +267,7 @@ pub(crate) fn thread_main(
     let worker = Worker::new_fifo();
     let me = LoopRef {
         shared: tool.shared.clone(),
+        queue: Injector::new(),
         stealer: worker.stealer(),
         pin,
         counters: Counters::default(),
@@ -282,7 +301,7 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
     let me = &core.loops[idx];
     loop {
         let started = start_jobs(idx, core, tool);
-        if started > 0 && !core.injector.is_empty() {
+        if started == START_BATCH && !me.queue.is_empty() {
             // More waits than this loop takes per turn: share it out.
             core.wake_one(idx);
         }
@@ -333,7 +352,7 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
             if let Some(j) = w.pop() {
                 return Some((j, 0));
             }
-            if let Some(j) = steal(|| core.injector.steal_batch_and_pop(w)) {
+            if let Some(j) = steal(|| me.queue.steal_batch_and_pop(w)) {
                 return Some((j, 0));
             }
             if !dry {
@@ -343,7 +362,8 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
             let before = w.len();
             (1..len).find_map(|k| {
                 let peer = &core.loops[(idx + k) % len];
-                let j = steal(|| peer.stealer.steal_batch_and_pop(w))?;
+                let j = steal(|| peer.queue.steal_batch_and_pop(w))
+                    .or_else(|| steal(|| peer.stealer.steal_batch_and_pop(w)))?;
                 // The batch beyond the popped job went to our worker.
                 Some((j, 1 + w.len() - before))
             })

@@ -8,10 +8,10 @@
 //! inbox and never blocks.
 //!
 //! Placement: a flow spawned on a loop thread (say, from inside a step)
-//! goes to that loop's own queue; a flow spawned from any other thread goes
-//! to a shared queue that every loop takes from, and one parked loop is
-//! woken for it. A loop with nothing to do steals flows that were spawned
-//! but have not started yet from its peers; a started flow is never moved.
+//! goes to that loop's own queue; flows spawned from any other thread are
+//! dealt to the loops in turn (a parked loop first, which is then woken).
+//! A loop with nothing to do steals flows that were spawned but have not
+//! started yet from its peers; a started flow is never moved.
 //!
 //! ```
 //! use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};

@@ -229,6 +229,13 @@ impl Shared {
         }
     }
 
+    /// True while the loop is (about to be) blocked in `poll`: a hint for
+    /// placement; a producer that must not miss a sleeper uses
+    /// `wake_if_sleeping` after its fence instead.
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn woke(&self) {
         self.sleeping.store(false, Ordering::Relaxed);
     }
