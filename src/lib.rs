@@ -46,6 +46,7 @@ pub mod error;
 pub mod runtime;
 pub mod state;
 pub mod steps;
+pub mod sync;
 pub mod testing;
 pub mod tool;
 

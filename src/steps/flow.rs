@@ -175,7 +175,7 @@ impl Flow {
     }
 
     #[inline]
-    fn st_get(&self, sid: u32) -> Option<&Strand> {
+    pub(crate) fn st_get(&self, sid: u32) -> Option<&Strand> {
         match sid {
             0 => Some(&self.main),
             n => self.side.as_ref()?.branches.get(n as usize - 1),
@@ -547,7 +547,9 @@ impl Flow {
                 Some(Act::Fail(e))
             }
             Ok(()) if out.added => {
-                sched.clear_args();
+                if !out.forward {
+                    sched.clear_args();
+                }
                 Some(Act::Next)
             }
             Ok(()) if out.succeeded => {

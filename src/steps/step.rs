@@ -21,6 +21,9 @@ pub(crate) struct Outcome {
     /// `success()` was called; its args are in the loop's args register.
     pub succeeded: bool,
     pub added: bool,
+    /// The args register holds args for the first sub-step
+    /// (`add_with_args`): keep them when the callback returns.
+    pub forward: bool,
     pub misuse: Option<Error>,
 }
 
@@ -103,6 +106,7 @@ impl<'a> Step<'a> {
             out: Outcome {
                 succeeded: false,
                 added: false,
+                forward: false,
                 misuse: None,
             },
         }
@@ -162,6 +166,48 @@ impl<'a> Step<'a> {
         }
         self.out.added = true;
         self.flow.st(self.sid).queue.push(def);
+    }
+
+    /// Adds `def` as a sub-step that receives `args` (a sync section). As
+    /// the first sub-step it takes them through the args register; after
+    /// other sub-steps, a step that succeeds with them goes before it.
+    pub(crate) fn add_with_args(&mut self, def: StepDef, args: Args) {
+        if self.out.added || self.out.succeeded {
+            self.add(move |s, ()| s.success(args));
+        } else {
+            self.sched.args = args;
+            self.out.forward = true;
+        }
+        self.push(def);
+    }
+
+    /// For sync object `id` (see `sync::Hold`): whether this strand holds
+    /// it in a step below this one, and how many holds of it its ancestor
+    /// strands (the parents of a parallel branch) have.
+    pub(crate) fn sync_holds(&self, id: usize) -> (bool, usize) {
+        fn count(frames: &[crate::steps::frame::Frame], id: usize) -> usize {
+            frames
+                .iter()
+                .filter_map(|f| f.extra.as_deref())
+                .flat_map(|x| x.stack.iter())
+                .filter_map(|v| v.downcast_ref::<crate::sync::Hold>())
+                .filter(|h| h.id == id && h.is_held())
+                .count()
+        }
+        let Some(st) = self.flow.st_get(self.sid) else {
+            return (false, 0);
+        };
+        let own = count(&st.frames[..self.depth.min(st.frames.len())], id) > 0;
+        let mut ancestors = 0;
+        let mut parent = st.parent;
+        while parent.1 != 0 {
+            let Some(p) = self.flow.st_get(parent.0) else {
+                break;
+            };
+            ancestors += count(&p.frames, id);
+            parent = p.parent;
+        }
+        (own, ancestors)
     }
 
     /// Adds a sub-step (spec `add`). It runs after this callback returns;

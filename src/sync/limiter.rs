@@ -1,0 +1,91 @@
+//! [`Limiter`]: concurrency and rate limits in one (spec 2.5).
+
+use super::{ISync, Mutex, Section, Throttle};
+use crate::args::Args;
+use crate::error::StepResult;
+use crate::steps::step::Step;
+use std::time::Duration;
+
+/// The options of a [`Limiter`] (spec 2.5), with the spec's defaults.
+///
+/// ```
+/// use futoin_asyncsteps::sync::LimiterOptions;
+/// use std::time::Duration;
+/// let o = LimiterOptions { concurrent: 8, rate: 100, ..Default::default() };
+/// assert_eq!((o.max_queue, o.period, o.burst), (0, Duration::from_secs(1), 0));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimiterOptions {
+    /// Flows inside at once (default 1).
+    pub concurrent: u32,
+    /// Flows waiting for a concurrency slot (default 0: no queue).
+    pub max_queue: u32,
+    /// Entries per period (default 1).
+    pub rate: u32,
+    /// The rate period (default 1 s).
+    pub period: Duration,
+    /// Flows waiting for the rate limit (default 0: no queue).
+    pub burst: u32,
+}
+
+impl Default for LimiterOptions {
+    fn default() -> Self {
+        LimiterOptions {
+            concurrent: 1,
+            max_queue: 0,
+            rate: 1,
+            period: Duration::from_millis(1000),
+            burst: 0,
+        }
+    }
+}
+
+/// A [`Mutex`] (`concurrent`, `max_queue`) around a [`Throttle`] (`rate`
+/// per `period`, `burst` waiting): the limits of request processing in one
+/// object (spec `Limiter`, 1.11.7). A flow first takes a concurrency slot,
+/// then waits for the rate; either full queue gives `DefenseRejected`.
+///
+/// ```
+/// use futoin_asyncsteps::sync::{Limiter, LimiterOptions};
+/// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+///
+/// let mut tool = TestTool::new();
+/// let l = Limiter::new(LimiterOptions::default()); // 1 at a time, 1/s, no queues
+/// let mut ps = Vec::new();
+/// for _ in 0..2 {
+///     let mut root = AsyncSteps::new();
+///     root.sync(&l, |s, ()| s.success(()));
+///     ps.push(root.promise::<()>(&mut tool));
+/// }
+/// tool.run_all();
+/// let second = ps.pop().unwrap();
+/// let first = ps.pop().unwrap();
+/// assert!(tool.block_on(first).is_ok());
+/// assert_eq!(tool.block_on(second).unwrap_err().code(), codes::DEFENSE_REJECTED);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Limiter {
+    mutex: Mutex,
+    throttle: Throttle,
+}
+
+impl Limiter {
+    /// A limiter with these options.
+    pub fn new(o: LimiterOptions) -> Self {
+        Limiter {
+            mutex: Mutex::new(o.concurrent, Some(o.max_queue)),
+            throttle: Throttle::new(o.rate, o.period, Some(o.burst)),
+        }
+    }
+}
+
+impl ISync for Limiter {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        let throttle = self.throttle.clone();
+        self.mutex.sync(
+            s,
+            args,
+            Section::new(move |s: &mut Step<'_>, a: Args| throttle.sync(s, a, section)),
+        )
+    }
+}

@@ -1,0 +1,355 @@
+//! Synchronization of flows (spec 1.11, 2.3–2.5): [`Mutex`], [`Throttle`]
+//! and [`Limiter`], and the [`ISync`] protocol behind
+//! [`Step::sync`](crate::Step::sync).
+//!
+//! All three are cheap handles (`Clone`, `Send`, `Sync`) on a shared,
+//! lock-free core, usable from flows on any loop of a
+//! [`Runtime`](crate::Runtime) at once. A flow that has to wait parks its
+//! step (no thread blocks, no OS lock is held); the flow that frees a slot
+//! hands it to the first waiter, which resumes on its own loop.
+//!
+//! ```
+//! use futoin_asyncsteps::{sync::Mutex, AsyncSteps, TestTool};
+//!
+//! let mut tool = TestTool::new();
+//! let m = Mutex::new(1, None);
+//! let mut root = AsyncSteps::new();
+//! root.add(|s, ()| s.success((20,)));
+//! // The critical section gets the incoming args; its result goes on.
+//! root.sync(&m, |s, (v,): (i32,)| s.success((v + 1,)));
+//! root.add(|s, (v,): (i32,)| s.success((v * 2,)));
+//! let p = root.promise(&mut tool);
+//! assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 42);
+//! ```
+
+mod gate;
+mod limiter;
+mod mutex;
+mod throttle;
+
+pub use limiter::{Limiter, LimiterOptions};
+pub use mutex::Mutex;
+pub use throttle::Throttle;
+
+use crate::args::{Args, FromArgs};
+use crate::error::{Error, StepResult};
+use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::step::Step;
+use crate::ExternalHandle;
+use gate::{Gate, Node};
+use std::sync::Arc;
+
+/// The synchronization protocol (spec `ISync`): anything implementing it
+/// can be passed to [`Step::sync`](crate::Step::sync).
+///
+/// `sync` runs inside the step that `Step::sync` added, with the args that
+/// step received. It must eventually run `section` with those args (via
+/// [`Section::add_to`]) or fail the step, and it is responsible for
+/// undoing whatever it took when the step ends in any way: success, error
+/// unwinding or cancel (values put on [`Step::stack`] are dropped then,
+/// which makes an RAII guard the natural tool).
+///
+/// ```
+/// use futoin_asyncsteps::sync::{ISync, Section};
+/// use futoin_asyncsteps::{Args, AsyncSteps, Step, StepResult, TestTool};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// /// Counts entries and lets everyone in.
+/// #[derive(Clone, Default)]
+/// struct Counter(Arc<AtomicUsize>);
+///
+/// impl ISync for Counter {
+///     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         section.add_to(s, args);
+///         Ok(())
+///     }
+/// }
+///
+/// let c = Counter::default();
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.sync(&c, |s, ()| s.success(("in".to_owned(),)));
+/// let p = root.promise(&mut tool);
+/// assert_eq!(tool.block_on::<(String,)>(p).unwrap().0, "in");
+/// assert_eq!(c.0.load(Ordering::Relaxed), 1);
+/// ```
+pub trait ISync: Send + Sync + 'static {
+    /// Runs `section` under this object's protection; see the trait docs.
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult;
+}
+
+/// The protected step of a [`sync`](crate::Step::sync) call, handed to
+/// [`ISync::sync`].
+pub struct Section {
+    def: StepDef,
+}
+
+impl std::fmt::Debug for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Section")
+            .field("step", &(self.def.name)())
+            .finish()
+    }
+}
+
+impl Section {
+    /// A section running `f` (for [`ISync`] implementations that wrap a
+    /// section in another synchronization, as [`Limiter`] does).
+    pub fn new<F, A>(f: F) -> Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+    {
+        Section {
+            def: StepDef {
+                exec: Exec::Fn(def::once(f)),
+                catch: None,
+                name: name_of::<F>(),
+            },
+        }
+    }
+
+    fn with_catch<F, A, C>(f: F, on_error: C) -> Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+    {
+        Section {
+            def: StepDef {
+                exec: Exec::Fn(def::once(f)),
+                catch: Some(def::once_catch(on_error)),
+                name: name_of::<F>(),
+            },
+        }
+    }
+
+    /// Adds the section as a sub-step of `s` that receives `args`. Steps
+    /// `s` added before it run first; the section still gets `args`.
+    pub fn add_to(self, s: &mut Step<'_>, args: Args) {
+        s.add_with_args(self.def, args);
+    }
+}
+
+impl<'a> Step<'a> {
+    /// Adds a step that runs `f` synchronized against `obj` (spec `sync`):
+    /// `f` gets this step's incoming args, and its result args go on to the
+    /// next step as if there were no critical section.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{sync::Mutex, AsyncSteps, TestTool};
+    /// let m = Mutex::new(1, None);
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// let m2 = m.clone();
+    /// root.add(move |s, ()| {
+    ///     s.sync(&m2, |s, ()| s.success((1,)));
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 1);
+    /// ```
+    pub fn sync<S, F, A>(&mut self, obj: &S, f: F) -> &mut Self
+    where
+        S: ISync + Clone,
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+    {
+        let section = Section::new(f);
+        self.push_sync(obj.clone(), section, name_of::<F>())
+    }
+
+    /// [`sync`](Step::sync) with an error handler for the critical section
+    /// (spec `sync(obj, step, err_handler)`).
+    pub fn sync_catch<S, F, A, C>(&mut self, obj: &S, f: F, on_error: C) -> &mut Self
+    where
+        S: ISync + Clone,
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
+    {
+        let section = Section::with_catch(f, on_error);
+        self.push_sync(obj.clone(), section, name_of::<F>())
+    }
+
+    fn push_sync<S: ISync>(&mut self, obj: S, section: Section, name: def::NameFn) -> &mut Self {
+        self.push(StepDef {
+            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, a: Args| {
+                obj.sync(s, a, section)
+            })),
+            catch: None,
+            name,
+        });
+        self
+    }
+}
+
+impl crate::AsyncSteps {
+    /// Adds a root-level step synchronized against `obj`; see
+    /// [`Step::sync`](crate::Step::sync).
+    pub fn sync<S, F, A>(&mut self, obj: &S, f: F) -> &mut Self
+    where
+        S: ISync + Clone,
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
+        A: FromArgs + 'static,
+    {
+        let obj = obj.clone();
+        self.add(move |s, a: Args| obj.sync(s, a, Section::new(f)))
+    }
+
+    /// [`sync`](Self::sync) with an error handler for the critical section.
+    pub fn sync_catch<S, F, A, C>(&mut self, obj: &S, f: F, on_error: C) -> &mut Self
+    where
+        S: ISync + Clone,
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
+        A: FromArgs + 'static,
+        C: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
+    {
+        let obj = obj.clone();
+        self.add(move |s, a: Args| obj.sync(s, a, Section::with_catch(f, on_error)))
+    }
+}
+
+/// What a [`Hold`] gives back when its step ends.
+pub(crate) trait HoldCore: Send + Sync + 'static {
+    /// The gate of this object.
+    fn gate(&self) -> &Gate<ExternalHandle>;
+    /// An admitted flow leaves (Mutex: free the slot; Throttle: nothing,
+    /// the period timer frees slots).
+    fn leave(&self);
+    /// A flow was admitted or queued on the loop running `s` (Throttle:
+    /// make sure the period timer runs).
+    fn entered(self: Arc<Self>, _s: &mut Step<'_>) {}
+}
+
+/// A flow's stake in a sync object, kept on the `sync` step's stack so it
+/// is dropped when that step ends in any way (success, error, cancel,
+/// timeout, or the flow dropped at shutdown).
+pub(crate) struct Hold {
+    /// Identity of the object (address of its shared core).
+    pub(crate) id: usize,
+    core: Arc<dyn HoldCore>,
+    state: HoldState,
+}
+
+enum HoldState {
+    /// Not admitted yet, not queued (the wait step has not run).
+    Pending,
+    /// Admitted.
+    Held,
+    /// Queued; admitted once its node is granted.
+    Queued(Arc<Node<ExternalHandle>>),
+}
+
+impl Hold {
+    fn new(id: usize, core: Arc<dyn HoldCore>, held: bool) -> Self {
+        Hold {
+            id,
+            core,
+            state: if held {
+                HoldState::Held
+            } else {
+                HoldState::Pending
+            },
+        }
+    }
+
+    /// True when this flow is inside (a queued node counts once granted).
+    pub(crate) fn is_held(&self) -> bool {
+        match &self.state {
+            HoldState::Pending => false,
+            HoldState::Held => true,
+            HoldState::Queued(n) => n.is_granted(),
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.state, HoldState::Pending) {
+            HoldState::Pending => {}
+            HoldState::Held => self.core.leave(),
+            HoldState::Queued(n) => {
+                if n.cancel() {
+                    self.core.gate().node_cancelled();
+                } else {
+                    self.core.leave();
+                }
+            }
+        }
+    }
+}
+
+/// Resumes a granted waiter on its own loop. A waiter whose step ended in
+/// the meantime refuses the handle; its `Hold` then sees the grant on drop
+/// and gives the slot back, so nothing is lost.
+fn resume(n: Arc<Node<ExternalHandle>>) {
+    let _ = n.resume.success(());
+}
+
+/// The shared body of Mutex and Throttle `sync`: reentrance, fast path,
+/// deadlock check, then a wait step that queues.
+///
+/// `deadlock_check`: whether a flow whose ancestors hold every slot must
+/// be refused (Mutex) rather than queued (Throttle frees slots by time).
+fn enter(
+    core: Arc<dyn HoldCore>,
+    what: &'static str,
+    s: &mut Step<'_>,
+    args: Args,
+    section: Section,
+    deadlock_check: bool,
+) -> StepResult {
+    let id = Arc::as_ptr(&core) as *const () as usize;
+    let (own, ancestors) = s.sync_holds(id);
+    if own {
+        // Re-entering what this flow (strand) already holds: pass through.
+        section.add_to(s, args);
+        return Ok(());
+    }
+    let gate = core.gate();
+    if gate.try_enter() {
+        core.clone().entered(s);
+        s.stack(Hold::new(id, core, true));
+        section.add_to(s, args);
+        return Ok(());
+    }
+    if deadlock_check && ancestors >= gate.max() as usize {
+        return Err(Error::internal(format!(
+            "{what}: deadlock: a parallel branch waits for a lock that only its own \
+             ancestors hold (they release it after the branch ends)"
+        )));
+    }
+    let hold = s.stack(Hold::new(id, core, false));
+    s.add(move |s, ()| {
+        let core = s.stack_get(hold)?.core.clone();
+        let mut node = None;
+        let r = core.gate().enter_or_queue(|| {
+            let n = Node::new(s.wait_external());
+            node = Some(n.clone());
+            n
+        });
+        if r != gate::Enter::Rejected {
+            core.entered(s);
+        }
+        let h = s.stack_get(hold)?;
+        match r {
+            gate::Enter::Now => {
+                h.state = HoldState::Held;
+                Ok(())
+            }
+            gate::Enter::Queued => {
+                h.state = HoldState::Queued(node.expect("queued with a node"));
+                Ok(())
+            }
+            gate::Enter::Rejected => Err(Error::with_info(
+                crate::codes::DEFENSE_REJECTED,
+                format!("{what}: the queue is full"),
+            )),
+        }
+    });
+    section.add_to(s, args);
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! [`Throttle`]: at most `max` entries per period (spec 2.4).
+
+use super::gate::{AtomicBool, Gate};
+use super::{enter, resume, HoldCore, ISync, Section};
+use crate::args::Args;
+use crate::error::{Error, StepResult};
+use crate::steps::step::Step;
+use crate::tool::scheduler::Scheduler;
+use crate::ExternalHandle;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Lets at most `max` flows enter its critical sections per `period`
+/// (spec `Throttle`); the others wait in a FIFO queue of at most
+/// `max_queue` (`None`: unbounded) and are let in at the start of the next
+/// periods, `max` at a time. A flow that finds the queue full fails with
+/// `DefenseRejected`.
+///
+/// The period starts with the first entry after an idle time and is driven
+/// by a timer on the loop of the flow that started it; the timer stops as
+/// soon as a period passes with no entry and no waiter, and starts again
+/// on demand. Unlike a [`Mutex`](super::Mutex), leaving the section frees
+/// nothing: only time does. A flow that re-enters a throttle it is already
+/// inside passes straight through.
+///
+/// ```
+/// use futoin_asyncsteps::{sync::Throttle, AsyncSteps, TestTool};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let mut tool = TestTool::new();
+/// let t = Throttle::new(2, Duration::from_millis(100), None);
+/// let done = Arc::new(AtomicUsize::new(0));
+/// for _ in 0..5 {
+///     let mut root = AsyncSteps::new();
+///     let d = done.clone();
+///     root.sync(&t, move |_, ()| {
+///         d.fetch_add(1, Ordering::Relaxed);
+///         Ok(())
+///     });
+///     root.execute(&mut tool);
+/// }
+/// let entered = |n: usize| done.load(Ordering::Relaxed) == n;
+/// tool.run_all_ready();
+/// assert!(entered(2)); // the first period
+/// tool.advance(Duration::from_millis(100));
+/// assert!(entered(4)); // the second
+/// tool.advance(Duration::from_millis(100));
+/// assert!(entered(5));
+/// ```
+#[derive(Clone)]
+pub struct Throttle {
+    core: Arc<ThrottleCore>,
+}
+
+struct ThrottleCore {
+    gate: Gate<ExternalHandle>,
+    period: Duration,
+    max: u32,
+    /// A period timer is scheduled (on some loop).
+    armed: AtomicBool,
+}
+
+impl HoldCore for ThrottleCore {
+    fn gate(&self) -> &Gate<ExternalHandle> {
+        &self.gate
+    }
+
+    fn leave(&self) {}
+
+    fn entered(self: Arc<Self>, s: &mut Step<'_>) {
+        // Pairs with the fence in `PeriodTimer::fire`: either the timer sees
+        // this entry (busy) and keeps running, or we see it disarmed.
+        std::sync::atomic::fence(SeqCst);
+        if !self.armed.load(SeqCst)
+            && self
+                .armed
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_ok()
+        {
+            PeriodTimer::schedule(self, s.tool());
+        }
+    }
+}
+
+/// The period timer's callback. Dropped without firing (its loop shut
+/// down), it disarms, so the next entry starts a timer elsewhere.
+struct PeriodTimer {
+    core: Option<Arc<ThrottleCore>>,
+}
+
+impl PeriodTimer {
+    fn schedule(core: Arc<ThrottleCore>, sched: &mut Scheduler) {
+        let period = core.period;
+        let mut t = PeriodTimer { core: Some(core) };
+        sched.deferred(period, move |sched| t.fire(sched));
+    }
+
+    fn fire(&mut self, sched: &mut Scheduler) {
+        let Some(core) = self.core.take() else { return };
+        for n in core.gate.new_period() {
+            resume(n);
+        }
+        if core.gate.busy() {
+            PeriodTimer::schedule(core, sched);
+            return;
+        }
+        core.armed.store(false, SeqCst);
+        std::sync::atomic::fence(SeqCst);
+        if core.gate.busy()
+            && core
+                .armed
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_ok()
+        {
+            PeriodTimer::schedule(core, sched);
+        }
+    }
+}
+
+impl Drop for PeriodTimer {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            core.armed.store(false, SeqCst);
+        }
+    }
+}
+
+impl std::fmt::Debug for Throttle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (entered, queued) = self.core.gate.counts();
+        f.debug_struct("Throttle")
+            .field("max", &self.core.max)
+            .field("period", &self.core.period)
+            .field("entered_this_period", &entered)
+            .field("queued", &queued)
+            .finish()
+    }
+}
+
+impl Throttle {
+    /// At most `max` entries per `period`, at most `max_queue` waiting
+    /// (`None`: no limit; `Some(0)`: no queue).
+    ///
+    /// `max == 0` or a zero `period` would let no flow in (or all at once):
+    /// every `sync` on such a throttle fails with `InternalError` saying so.
+    pub fn new(max: u32, period: Duration, max_queue: Option<u32>) -> Self {
+        Throttle {
+            core: Arc::new(ThrottleCore {
+                gate: Gate::new(max.max(1), max_queue),
+                period,
+                max,
+                armed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Entries in the current period and flows waiting (a recent snapshot).
+    pub fn counts(&self) -> (u32, u32) {
+        self.core.gate.counts()
+    }
+}
+
+impl ISync for Throttle {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        if self.core.max == 0 {
+            return Err(Error::internal(
+                "Throttle: max is 0, so no flow can ever enter",
+            ));
+        }
+        if self.core.period.is_zero() {
+            return Err(Error::internal(
+                "Throttle: the period is zero, so it would limit nothing",
+            ));
+        }
+        enter(self.core.clone(), "Throttle", s, args, section, false)
+    }
+}
