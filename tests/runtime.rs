@@ -304,6 +304,17 @@ fn flows_from_outside_are_placed_round_robin_while_loops_are_busy() {
 }
 
 #[test]
+fn a_thread_with_its_own_loop_may_wait_for_a_runtime_flow() {
+    // Owning an unrelated AsyncTool is no reason to refuse: the flow runs
+    // on the runtime's threads, never on this one.
+    let _own = futoin_asyncsteps::AsyncTool::new().unwrap();
+    let rt = rt(1);
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((5u8,)));
+    assert_eq!(rt.spawn::<(u8,)>(root).wait().unwrap(), (5,));
+}
+
+#[test]
 fn external_success_storm_from_several_threads() {
     let rt = rt(2);
     const N: usize = 4_000;

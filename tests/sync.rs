@@ -595,8 +595,9 @@ fn contention_from_flows_on_two_loops() {
     const FLOWS: usize = 200;
     const ROUNDS: usize = 20;
     let loops_seen = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    // Half the flows on each loop, so both contend for the mutex.
     let ps: Vec<_> = (0..FLOWS)
-        .map(|_| {
+        .map(|i| {
             let mut root = AsyncSteps::new();
             let (m, occ, seen, h) = (m.clone(), occ.clone(), loops_seen.clone(), rt.handle());
             root.repeat(ROUNDS, move |s, _| {
@@ -621,7 +622,7 @@ fn contention_from_flows_on_two_loops() {
                 });
                 Ok(())
             });
-            rt.spawn::<()>(root)
+            rt.loop_handle(i % 2).unwrap().promise::<()>(root)
         })
         .collect();
     for p in ps {

@@ -30,6 +30,8 @@
 mod builder;
 mod driver;
 
+pub(crate) use driver::current_loop as driver_current_loop;
+
 pub use builder::{Builder, PinStatus};
 
 use crate::args::FromArgs;
@@ -315,7 +317,7 @@ impl RuntimeHandle {
 }
 
 fn spawn<T: FromArgs>(core: &Core, root: AsyncSteps) -> Promise<T> {
-    let c = Completion::new(None);
+    let c = Completion::for_runtime(core.id);
     core.submit(Job::new(root, Some(c.clone())));
     Promise::new(c)
 }

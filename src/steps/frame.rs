@@ -29,6 +29,9 @@ pub(crate) struct Extra {
     pub cancel: Option<Box<dyn FnOnce()>>,
     pub timer: Option<TaskHandle>,
     pub stack: Vec<Box<dyn Any>>,
+    /// A `sync` step's stake in its sync object (released when the frame
+    /// goes, however it goes).
+    pub hold: Option<crate::sync::Hold>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
     pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,

@@ -170,6 +170,8 @@ pub(crate) struct Completion {
     target: Option<Arc<Shared>>,
     /// The loop that started the flow, and its key there.
     home: OnceLock<(Arc<Shared>, FlowKey)>,
+    /// For a runtime spawn: the runtime's id (its loops may start it).
+    runtime: Option<usize>,
     cancel: AtomicBool,
 }
 
@@ -180,6 +182,19 @@ impl Completion {
             cv: Condvar::new(),
             target,
             home: OnceLock::new(),
+            runtime: None,
+            cancel: AtomicBool::new(false),
+        })
+    }
+
+    /// For a flow spawned on runtime `id`: one of its loops will start it.
+    pub(crate) fn for_runtime(id: usize) -> Arc<Self> {
+        Arc::new(Completion {
+            slot: Mutex::new(Slot::Pending(None)),
+            cv: Condvar::new(),
+            target: None,
+            home: OnceLock::new(),
+            runtime: Some(id),
             cancel: AtomicBool::new(false),
         })
     }
@@ -203,11 +218,15 @@ impl Completion {
     }
 
     /// True on the thread of the loop that runs (or will run) the flow; for
-    /// a flow no loop has started yet, true on any loop's thread.
+    /// a runtime flow no loop has started yet, true on any of that
+    /// runtime's loop threads (one of them may be the one to start it).
     fn on_home_thread(&self) -> bool {
         match self.home.get().map(|h| &h.0).or(self.target.as_ref()) {
             Some(s) => s.is_same_thread(),
-            None => crate::tool::shared::owns_loop(),
+            None => match self.runtime {
+                Some(id) => crate::runtime::driver_current_loop(id).is_some(),
+                None => crate::tool::shared::owns_loop(),
+            },
         }
     }
 

@@ -188,9 +188,7 @@ impl<'a> Step<'a> {
         fn count(frames: &[crate::steps::frame::Frame], id: usize) -> usize {
             frames
                 .iter()
-                .filter_map(|f| f.extra.as_deref())
-                .flat_map(|x| x.stack.iter())
-                .filter_map(|v| v.downcast_ref::<crate::sync::Hold>())
+                .filter_map(|f| f.extra.as_deref()?.hold.as_ref())
                 .filter(|h| h.id == id && h.is_held())
                 .count()
         }
@@ -208,6 +206,21 @@ impl<'a> Step<'a> {
             parent = p.parent;
         }
         (own, ancestors)
+    }
+
+    /// Gives this step a stake in a sync object (see `sync::Hold`).
+    pub(crate) fn set_hold(&mut self, h: crate::sync::Hold) {
+        self.flow.extra_of(self.sid, self.depth).hold = Some(h);
+    }
+
+    /// The stake of the step that added this one (a sync step's wait step).
+    pub(crate) fn parent_hold(&mut self) -> Option<&mut crate::sync::Hold> {
+        let d = self.depth.checked_sub(1)?;
+        self.flow.st(self.sid).frames[d]
+            .extra
+            .as_mut()?
+            .hold
+            .as_mut()
     }
 
     /// Adds a sub-step (spec `add`). It runs after this callback returns;

@@ -224,7 +224,7 @@ pub(crate) trait HoldCore: Send + Sync + 'static {
     fn entered(self: Arc<Self>, _s: &mut Step<'_>) {}
 }
 
-/// A flow's stake in a sync object, kept on the `sync` step's stack so it
+/// A flow's stake in a sync object, kept in the `sync` step's frame so it
 /// is dropped when that step ends in any way (success, error, cancel,
 /// timeout, or the flow dropped at shutdown).
 pub(crate) struct Hold {
@@ -312,7 +312,7 @@ fn enter(
     let gate = core.gate();
     if gate.try_enter() {
         core.clone().entered(s);
-        s.stack(Hold::new(id, core, true));
+        s.set_hold(Hold::new(id, core, true));
         section.add_to(s, args);
         return Ok(());
     }
@@ -322,9 +322,10 @@ fn enter(
              ancestors hold (they release it after the branch ends)"
         )));
     }
-    let hold = s.stack(Hold::new(id, core, false));
+    s.set_hold(Hold::new(id, core, false));
     s.add(move |s, ()| {
-        let core = s.stack_get(hold)?.core.clone();
+        let lost = || Error::internal("sync(): the wait step lost its sync step");
+        let core = s.parent_hold().ok_or_else(lost)?.core.clone();
         let mut node = None;
         let r = core.gate().enter_or_queue(|| {
             let n = Node::new(s.wait_external());
@@ -334,7 +335,7 @@ fn enter(
         if r != gate::Enter::Rejected {
             core.entered(s);
         }
-        let h = s.stack_get(hold)?;
+        let h = s.parent_hold().ok_or_else(lost)?;
         match r {
             gate::Enter::Now => {
                 h.state = HoldState::Held;
