@@ -29,11 +29,11 @@
 //! with two and three threads.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8};
+use loom::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, AtomicU8};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8};
+use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, AtomicU8};
 
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
 use std::sync::Arc;
 
 const ONE_QUEUED: u64 = 1 << 32;
@@ -315,6 +315,54 @@ impl<T> Gate<T> {
     }
 }
 
+/// Whether a Throttle's period timer is scheduled: at most one at a time,
+/// and never none while the gate is busy.
+pub(crate) struct Arm {
+    armed: AtomicBool,
+}
+
+impl Arm {
+    pub(crate) fn new() -> Self {
+        Arm {
+            armed: AtomicBool::new(false),
+        }
+    }
+
+    /// After an admission or a queueing: true when the caller must
+    /// schedule the timer (it was idle). The fence pairs with the one in
+    /// [`period_end`](Self::period_end): either that side sees this entry
+    /// and keeps its timer, or this side sees it disarmed.
+    pub(crate) fn on_entry(&self) -> bool {
+        fence(SeqCst);
+        !self.armed.load(SeqCst)
+            && self
+                .armed
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_ok()
+    }
+
+    /// At the end of a period (after [`Gate::new_period`]): true when the
+    /// timer must run again. An idle gate disarms, then re-checks, so an
+    /// entry racing the disarm is never left without a timer.
+    pub(crate) fn period_end<T>(&self, gate: &Gate<T>) -> bool {
+        if gate.busy() {
+            return true;
+        }
+        self.armed.store(false, SeqCst);
+        fence(SeqCst);
+        gate.busy()
+            && self
+                .armed
+                .compare_exchange(false, true, SeqCst, SeqCst)
+                .is_ok()
+    }
+
+    /// The scheduled timer is gone without firing (its loop shut down).
+    pub(crate) fn lost(&self) {
+        self.armed.store(false, SeqCst);
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -532,6 +580,38 @@ mod loom_tests {
             holder.join().unwrap();
             assert_eq!(g.counts(), (0, 0));
             assert!(g.try_enter(), "the gate is free again");
+        });
+    }
+
+    /// Throttle's timer: a period ending on an idle gate races a new
+    /// entry. Afterwards a busy gate always has exactly one timer, and
+    /// there are never two.
+    #[test]
+    fn period_end_races_an_entry() {
+        model("timer disarm vs entry", 3, || {
+            let g = Arc::new(Gate::<u8>::new(2, None));
+            let arm = Arc::new(Arm::new());
+            // A period is running with one entry in it: its timer is armed.
+            assert!(arm.on_entry());
+            assert!(g.try_enter());
+            let (g2, arm2) = (g.clone(), arm.clone());
+            let timer = thread::spawn(move || {
+                assert!(g2.new_period().is_empty());
+                arm2.period_end(&g2)
+            });
+            let entered = g.try_enter();
+            let entry_arms = entered && arm.on_entry();
+            let timer_again = timer.join().unwrap();
+            assert!(entered, "the gate had room");
+            if g.busy() {
+                // The entry landed in the new period: exactly one of the
+                // two keeps a timer running for it.
+                assert!(timer_again ^ entry_arms, "{timer_again} {entry_arms}");
+            } else {
+                // It landed in the old period, which the reset closed: at
+                // most one (harmless, idle) timer is left.
+                assert!(!(timer_again && entry_arms));
+            }
         });
     }
 

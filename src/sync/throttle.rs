@@ -1,13 +1,12 @@
 //! [`Throttle`]: at most `max` entries per period (spec 2.4).
 
-use super::gate::{AtomicBool, Gate};
+use super::gate::{Arm, Gate};
 use super::{enter, resume, HoldCore, ISync, Section};
 use crate::args::Args;
 use crate::error::{Error, StepResult};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use crate::ExternalHandle;
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,8 +58,8 @@ struct ThrottleCore {
     gate: Gate<ExternalHandle>,
     period: Duration,
     max: u32,
-    /// A period timer is scheduled (on some loop).
-    armed: AtomicBool,
+    /// Whether a period timer is scheduled (on some loop).
+    arm: Arm,
 }
 
 impl HoldCore for ThrottleCore {
@@ -71,15 +70,7 @@ impl HoldCore for ThrottleCore {
     fn leave(&self) {}
 
     fn entered(self: Arc<Self>, s: &mut Step<'_>) {
-        // Pairs with the fence in `PeriodTimer::fire`: either the timer sees
-        // this entry (busy) and keeps running, or we see it disarmed.
-        std::sync::atomic::fence(SeqCst);
-        if !self.armed.load(SeqCst)
-            && self
-                .armed
-                .compare_exchange(false, true, SeqCst, SeqCst)
-                .is_ok()
-        {
+        if self.arm.on_entry() {
             PeriodTimer::schedule(self, s.tool());
         }
     }
@@ -103,18 +94,7 @@ impl PeriodTimer {
         for n in core.gate.new_period() {
             resume(n);
         }
-        if core.gate.busy() {
-            PeriodTimer::schedule(core, sched);
-            return;
-        }
-        core.armed.store(false, SeqCst);
-        std::sync::atomic::fence(SeqCst);
-        if core.gate.busy()
-            && core
-                .armed
-                .compare_exchange(false, true, SeqCst, SeqCst)
-                .is_ok()
-        {
+        if core.arm.period_end(&core.gate) {
             PeriodTimer::schedule(core, sched);
         }
     }
@@ -123,7 +103,7 @@ impl PeriodTimer {
 impl Drop for PeriodTimer {
     fn drop(&mut self) {
         if let Some(core) = self.core.take() {
-            core.armed.store(false, SeqCst);
+            core.arm.lost();
         }
     }
 }
@@ -152,7 +132,7 @@ impl Throttle {
                 gate: Gate::new(max.max(1), max_queue),
                 period,
                 max,
-                armed: AtomicBool::new(false),
+                arm: Arm::new(),
             }),
         }
     }
