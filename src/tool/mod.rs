@@ -6,3 +6,4 @@ pub mod async_tool;
 pub mod handle;
 pub mod scheduler;
 pub(crate) mod shared;
+pub(crate) mod timers;

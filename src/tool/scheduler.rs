@@ -7,9 +7,9 @@ use crate::steps::flow::{Flow, Resume};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, FlowHandle, WaitToken};
 use crate::tool::shared::{Msg, OwnerGuard, Shared};
+use crate::tool::timers::{Entry as Timer, Timers};
 use slotmap::{new_key_type, SlotMap};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,13 +46,6 @@ struct TaskSlot {
 enum Entry {
     Task(TaskHandle),
     Flow(FlowKey),
-}
-
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct TimerEntry {
-    at: Instant,
-    order: u64,
-    task: TaskHandle,
 }
 
 /// Counters a harness can read; see [`Scheduler::stats`].
@@ -108,7 +101,7 @@ pub struct Scheduler {
     pub(crate) now: Instant,
     tasks: SlotMap<TaskHandle, TaskSlot>,
     queue: VecDeque<Entry>,
-    timers: BinaryHeap<Reverse<TimerEntry>>,
+    timers: Timers<TaskHandle>,
     stale_timers: usize,
     /// Entries in `queue` whose task was cancelled.
     dead_entries: usize,
@@ -139,7 +132,7 @@ impl Scheduler {
             now,
             tasks: SlotMap::with_key(),
             queue: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            timers: Timers::new(now),
             stale_timers: 0,
             dead_entries: 0,
             order: 0,
@@ -186,11 +179,11 @@ impl Scheduler {
             .unwrap_or(self.now + Duration::from_secs(24 * 3600));
         let h = self.tasks.insert(TaskSlot { task, timer: true });
         self.order += 1;
-        self.timers.push(Reverse(TimerEntry {
+        self.timers.push(Timer {
             at,
             order: self.order,
-            task: h,
-        }));
+            item: h,
+        });
         h
     }
 
@@ -240,7 +233,7 @@ impl Scheduler {
                 // churn of cancelled timers never piles up (amortised O(1)).
                 if self.stale_timers > 64 && self.stale_timers * 2 > self.timers.len() {
                     let tasks = &self.tasks;
-                    self.timers.retain(|Reverse(e)| tasks.contains_key(e.task));
+                    self.timers.retain(|t| tasks.contains_key(*t));
                     self.stale_timers = 0;
                 }
             }
@@ -426,11 +419,11 @@ impl Scheduler {
     /// Moves due timers to the immediate queue; returns how many.
     pub(crate) fn fire_timers(&mut self) -> usize {
         let mut n = 0;
-        while let Some(Reverse(e)) = self.timers.peek() {
+        while let Some(e) = self.timers.peek() {
             if e.at > self.now {
                 break;
             }
-            let task = e.task;
+            let task = e.item;
             self.timers.pop();
             if let Some(slot) = self.tasks.get_mut(task) {
                 // Out of the heap now: cancelling it no longer leaves a stale entry.
@@ -485,8 +478,8 @@ impl Scheduler {
 
     /// Time of the earliest live timer.
     pub(crate) fn next_deadline(&mut self) -> Option<Instant> {
-        while let Some(Reverse(e)) = self.timers.peek() {
-            if self.tasks.contains_key(e.task) {
+        while let Some(e) = self.timers.peek() {
+            if self.tasks.contains_key(e.item) {
                 return Some(e.at);
             }
             self.timers.pop();
