@@ -7,8 +7,10 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::runtime::Runtime;
-use futoin_asyncsteps::sync::{Limiter, LimiterOptions, Mutex, Throttle};
-use futoin_asyncsteps::{codes, AsyncSteps, Error, Promise, Step, TestTool};
+use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
+use futoin_asyncsteps::{
+    codes, Args, AsyncSteps, Error, IntoArgs, Promise, Step, StepResult, TestTool,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -631,4 +633,189 @@ fn contention_from_flows_on_two_loops() {
     assert_eq!(occ.get(), (0, 1, FLOWS * ROUNDS));
     assert_eq!(m.counts(), (0, 0));
     assert_eq!(loops_seen.lock().unwrap().len(), 2);
+}
+
+/// A value whose `Drop` panics.
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        panic!("drop panicked");
+    }
+}
+
+#[test]
+fn a_flow_ended_by_a_panicking_drop_still_frees_its_slot() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let mut a = AsyncSteps::new();
+    a.sync(&m, |s, ()| {
+        s.stack(PanicOnDrop);
+        Ok(())
+    });
+    let pa = a.promise::<()>(&mut tool);
+    let mut b = AsyncSteps::new();
+    b.sync(&m, |s, ()| s.success((7,)));
+    let pb = b.promise::<(i32,)>(&mut tool);
+    tool.run_all();
+    assert_eq!(code_of(&mut tool, pa), codes::INTERNAL_ERROR);
+    assert_eq!(tool.block_on(pb).unwrap(), (7,));
+    assert_eq!(m.counts(), (0, 0));
+}
+
+/// Enters its mutex from the error handler of a step that failed.
+#[derive(Clone)]
+struct AfterRecovery(Mutex);
+
+impl ISync for AfterRecovery {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        let inner = self.0.clone();
+        s.add_catch(
+            |s, ()| s.error("Busy", "try the other way"),
+            move |s, _| inner.sync(s, args, section),
+        );
+        Ok(())
+    }
+}
+
+#[test]
+fn a_section_added_from_an_error_handler_gets_its_args() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((20i32,)));
+    root.sync(&AfterRecovery(Mutex::new(1, None)), |s, (v,): (i32,)| {
+        s.success((v + 1,))
+    });
+    let p = root.promise::<(i32,)>(&mut tool);
+    tool.run_all();
+    assert_eq!(tool.block_on(p).unwrap(), (21,));
+
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.add_catch(
+            |s, ()| s.error("X", "y"),
+            |s, _| {
+                Section::new(|s, (v,): (i32,)| s.success((v,))).add_to(s, (5i32,).into_args());
+                Ok(())
+            },
+        );
+        Ok(())
+    });
+    let p = root.promise::<(i32,)>(&mut tool);
+    tool.run_all();
+    assert_eq!(tool.block_on(p).unwrap(), (5,));
+}
+
+/// Takes two objects in one step: `.0` around nothing, `.1` around the
+/// section; both are held until the section ends.
+#[derive(Clone)]
+struct Both(Mutex, Mutex);
+
+impl ISync for Both {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        self.0
+            .sync(s, Args::new(), Section::new(|_, _: Args| Ok(())))?;
+        self.1.sync(s, args, section)
+    }
+}
+
+#[test]
+fn two_objects_taken_in_one_step_are_both_held() {
+    let mut tool = TestTool::new();
+    let shared = Mutex::new(1, None);
+    let occ = Occupancy::default();
+    let ps: Vec<_> = (0..3)
+        .map(|_| {
+            let both = Both(shared.clone(), Mutex::new(1, None));
+            let mut root = AsyncSteps::new();
+            let occ = occ.clone();
+            root.sync(&both, move |s, ()| {
+                occ.enter();
+                sleep(s, ms(10));
+                s.add(move |_, ()| {
+                    occ.leave();
+                    Ok(())
+                });
+                Ok(())
+            });
+            root.promise::<()>(&mut tool)
+        })
+        .collect();
+    tool.run_all_ready();
+    assert_eq!(shared.counts(), (1, 2));
+    tool.run_all();
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+    assert_eq!(occ.get(), (0, 1, 3));
+    assert_eq!(tool.elapsed(), ms(30));
+    assert_eq!(shared.counts(), (0, 0));
+}
+
+/// Syncs twice on the same object in one step.
+#[derive(Clone)]
+struct Twice(Mutex);
+
+impl ISync for Twice {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        self.0
+            .sync(s, Args::new(), Section::new(|_, _: Args| Ok(())))?;
+        self.0.sync(s, args, section)
+    }
+}
+
+#[test]
+fn the_same_object_twice_in_one_step_re_enters_or_is_refused_while_waiting() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    // Free: the first sync enters, the second re-enters.
+    let mut root = AsyncSteps::new();
+    root.sync(&Twice(m.clone()), |s, ()| s.success((1,)));
+    let p = root.promise::<(i32,)>(&mut tool);
+    tool.run_all();
+    assert_eq!(tool.block_on(p).unwrap(), (1,));
+    assert_eq!(m.counts(), (0, 0));
+    // Busy: the first sync would wait, so the second cannot know the
+    // outcome; it is refused instead of deadlocking on itself.
+    let occ = Occupancy::default();
+    let holder = occupant(&m, &occ, ms(10)).promise::<()>(&mut tool);
+    let mut root = AsyncSteps::new();
+    root.sync(&Twice(m.clone()), |_, ()| Ok(()));
+    let p = root.promise::<()>(&mut tool);
+    tool.run_all();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::INTERNAL_ERROR,
+            Some("Mutex: this step already waits for the same object; sync on it once per step")
+        )
+    );
+    tool.block_on(holder).unwrap();
+    assert_eq!(m.counts(), (0, 0));
+}
+
+#[test]
+fn a_throttle_period_moves_to_a_waiters_loop_when_its_loop_goes() {
+    let t = Throttle::new(1, ms(100), None);
+    let mut tool_a = TestTool::new();
+    let mut tool_b = TestTool::new();
+    let mut a = AsyncSteps::new();
+    a.sync(&t, |_, ()| Ok(()));
+    let pa = a.promise::<()>(&mut tool_a);
+    tool_a.run_all_ready(); // admitted; the period timer runs on tool_a
+    tool_a.block_on(pa).unwrap();
+    let mut b = AsyncSteps::new();
+    b.sync(&t, |s, ()| s.success((1,)));
+    let pb = b.promise::<(i32,)>(&mut tool_b);
+    tool_b.run_all_ready();
+    assert_eq!(t.counts(), (1, 1));
+    drop(tool_a);
+    // The timer restarts on tool_b: b gets in one period later.
+    tool_b.run_all_ready();
+    tool_b.advance(ms(99));
+    assert!(!pb.is_done());
+    tool_b.advance(ms(1));
+    assert!(pb.is_done());
+    assert_eq!(tool_b.block_on(pb).unwrap(), (1,));
 }

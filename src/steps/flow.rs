@@ -96,6 +96,26 @@ pub(crate) struct Flow {
 }
 
 impl Flow {
+    /// Takes every sync hold out of the flow's frames (a flow about to be
+    /// leaked after a panicking `Drop` must still give its slots back).
+    pub(crate) fn take_holds(&mut self) -> Vec<crate::sync::Hold> {
+        fn take(st: &mut Strand, out: &mut Vec<crate::sync::Hold>) {
+            for f in &mut st.frames {
+                if let Some(x) = f.extra.as_mut() {
+                    out.extend(x.holds.drain(..));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        take(&mut self.main, &mut out);
+        if let Some(side) = &mut self.side {
+            for b in &mut side.branches {
+                take(b, &mut out);
+            }
+        }
+        out
+    }
+
     pub(crate) fn init(
         &mut self,
         shared: &Arc<Shared>,
@@ -821,7 +841,11 @@ impl Flow {
                     err = e2;
                 }
                 Ok(()) if out.added => {
-                    sched.clear_args();
+                    // Args a handler forwarded to its first sub-step (a sync
+                    // section added from a handler) stay; others are stale.
+                    if !out.forward {
+                        sched.clear_args();
+                    }
                     return Some(Act::Next);
                 }
                 Ok(()) => {

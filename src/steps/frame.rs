@@ -29,9 +29,10 @@ pub(crate) struct Extra {
     pub cancel: Option<Box<dyn FnOnce()>>,
     pub timer: Option<TaskHandle>,
     pub stack: Vec<Box<dyn Any>>,
-    /// A `sync` step's stake in its sync object (released when the frame
-    /// goes, however it goes).
-    pub hold: Option<crate::sync::Hold>,
+    /// A `sync` step's stakes in sync objects (usually one; an `ISync`
+    /// that takes several objects in one step gets one each). Released
+    /// when the frame goes, however it goes.
+    pub holds: smallvec::SmallVec<[crate::sync::Hold; 1]>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
     pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,

@@ -188,14 +188,17 @@ impl<'a> Step<'a> {
         fn count(frames: &[crate::steps::frame::Frame], id: usize) -> usize {
             frames
                 .iter()
-                .filter_map(|f| f.extra.as_deref()?.hold.as_ref())
+                .filter_map(|f| f.extra.as_deref())
+                .flat_map(|x| x.holds.iter())
                 .filter(|h| h.id == id && h.is_held())
                 .count()
         }
         let Some(st) = self.flow.st_get(self.sid) else {
             return (false, 0);
         };
-        let own = count(&st.frames[..self.depth.min(st.frames.len())], id) > 0;
+        // This step's own frame counts too: an `ISync` syncing twice on the
+        // same object in one step re-enters.
+        let own = count(&st.frames[..(self.depth + 1).min(st.frames.len())], id) > 0;
         let mut ancestors = 0;
         let mut parent = st.parent;
         while parent.1 != 0 {
@@ -209,18 +212,30 @@ impl<'a> Step<'a> {
     }
 
     /// Gives this step a stake in a sync object (see `sync::Hold`).
-    pub(crate) fn set_hold(&mut self, h: crate::sync::Hold) {
-        self.flow.extra_of(self.sid, self.depth).hold = Some(h);
+    pub(crate) fn add_hold(&mut self, h: crate::sync::Hold) {
+        self.flow.extra_of(self.sid, self.depth).holds.push(h);
     }
 
-    /// The stake of the step that added this one (a sync step's wait step).
-    pub(crate) fn parent_hold(&mut self) -> Option<&mut crate::sync::Hold> {
+    /// True when this very step already has a stake in object `id` that is
+    /// not admitted yet (it is about to wait for it).
+    pub(crate) fn has_pending_hold(&self, id: usize) -> bool {
+        self.flow
+            .st_get(self.sid)
+            .and_then(|st| st.frames.get(self.depth))
+            .and_then(|f| f.extra.as_deref())
+            .is_some_and(|x| x.holds.iter().any(|h| h.id == id && !h.is_held()))
+    }
+
+    /// The stake in object `id` of the step that added this one (a sync
+    /// step's wait step).
+    pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut crate::sync::Hold> {
         let d = self.depth.checked_sub(1)?;
         self.flow.st(self.sid).frames[d]
             .extra
             .as_mut()?
-            .hold
-            .as_mut()
+            .holds
+            .iter_mut()
+            .find(|h| h.id == id)
     }
 
     /// Adds a sub-step (spec `add`). It runs after this callback returns;

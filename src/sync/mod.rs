@@ -219,9 +219,9 @@ pub(crate) trait HoldCore: Send + Sync + 'static {
     /// An admitted flow leaves (Mutex: free the slot; Throttle: nothing,
     /// the period timer frees slots).
     fn leave(&self);
-    /// A flow was admitted or queued on the loop running `s` (Throttle:
-    /// make sure the period timer runs).
-    fn entered(self: Arc<Self>, _s: &mut Step<'_>) {}
+    /// A flow was admitted (`queued == false`) or queued on the loop
+    /// running `s` (Throttle: make sure the period timer runs).
+    fn entered(self: Arc<Self>, _s: &mut Step<'_>, _queued: bool) {}
 }
 
 /// A flow's stake in a sync object, kept in the `sync` step's frame so it
@@ -303,6 +303,11 @@ fn enter(
     deadlock_check: bool,
 ) -> StepResult {
     let id = Arc::as_ptr(&core) as *const () as usize;
+    if s.has_pending_hold(id) {
+        return Err(Error::internal(format!(
+            "{what}: this step already waits for the same object; sync on it once per step"
+        )));
+    }
     let (own, ancestors) = s.sync_holds(id);
     if own {
         // Re-entering what this flow (strand) already holds: pass through.
@@ -311,8 +316,8 @@ fn enter(
     }
     let gate = core.gate();
     if gate.try_enter() {
-        core.clone().entered(s);
-        s.set_hold(Hold::new(id, core, true));
+        core.clone().entered(s, false);
+        s.add_hold(Hold::new(id, core, true));
         section.add_to(s, args);
         return Ok(());
     }
@@ -322,27 +327,26 @@ fn enter(
              ancestors hold (they release it after the branch ends)"
         )));
     }
-    s.set_hold(Hold::new(id, core, false));
+    s.add_hold(Hold::new(id, core, false));
     s.add(move |s, ()| {
         let lost = || Error::internal("sync(): the wait step lost its sync step");
-        let core = s.parent_hold().ok_or_else(lost)?.core.clone();
+        let core = s.parent_hold(id).ok_or_else(lost)?.core.clone();
         let mut node = None;
         let r = core.gate().enter_or_queue(|| {
             let n = Node::new(s.wait_external());
             node = Some(n.clone());
             n
         });
-        if r != gate::Enter::Rejected {
-            core.entered(s);
-        }
-        let h = s.parent_hold().ok_or_else(lost)?;
+        // Record the outcome first, so nothing after it can lose a slot.
+        let h = s.parent_hold(id).ok_or_else(lost)?;
         match r {
-            gate::Enter::Now => {
-                h.state = HoldState::Held;
-                Ok(())
-            }
-            gate::Enter::Queued => {
-                h.state = HoldState::Queued(node.expect("queued with a node"));
+            gate::Enter::Now => h.state = HoldState::Held,
+            gate::Enter::Queued => h.state = HoldState::Queued(node.expect("queued with a node")),
+            gate::Enter::Rejected => {}
+        }
+        match r {
+            gate::Enter::Now | gate::Enter::Queued => {
+                core.entered(s, r == gate::Enter::Queued);
                 Ok(())
             }
             gate::Enter::Rejected => Err(Error::with_info(

@@ -23,6 +23,10 @@ use std::sync::Arc;
 ///   success, error, cancel or timeout. A flow cancelled while queued
 ///   leaves the queue. The next waiter resumes on its own loop.
 /// - Lock-free: the uncontended path is one CAS; see the module docs.
+/// - `max_queue` counts live waiters (cancelled ones leave the count at
+///   once). While another thread is in the middle of a handover that skips
+///   a cancelled waiter, one extra flow may be queued past the limit (at
+///   most one per handover in progress).
 ///
 /// ```
 /// use futoin_asyncsteps::{sync::Mutex, AsyncSteps, TestTool};

@@ -6,7 +6,9 @@ use crate::args::Args;
 use crate::error::{Error, StepResult};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
+use crate::tool::shared::Shared;
 use crate::ExternalHandle;
+use crate::ToolHandle;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +21,8 @@ use std::time::Duration;
 /// The period starts with the first entry after an idle time and is driven
 /// by a timer on the loop of the flow that started it; the timer stops as
 /// soon as a period passes with no entry and no waiter, and starts again
-/// on demand. Unlike a [`Mutex`](super::Mutex), leaving the section frees
+/// on demand. If that loop goes away while flows wait, the timer moves to
+/// the loop of the latest waiter. Unlike a [`Mutex`](super::Mutex), leaving the section frees
 /// nothing: only time does. A flow that re-enters a throttle it is already
 /// inside passes straight through.
 ///
@@ -60,6 +63,8 @@ struct ThrottleCore {
     max: u32,
     /// Whether a period timer is scheduled (on some loop).
     arm: Arm,
+    /// A loop where a flow queued lately (see `PeriodTimer`).
+    spare: parking_lot::Mutex<Option<ToolHandle>>,
 }
 
 impl HoldCore for ThrottleCore {
@@ -69,7 +74,12 @@ impl HoldCore for ThrottleCore {
 
     fn leave(&self) {}
 
-    fn entered(self: Arc<Self>, s: &mut Step<'_>) {
+    fn entered(self: Arc<Self>, s: &mut Step<'_>, queued: bool) {
+        if queued {
+            // Contended path only: remember a loop with a waiter, to move
+            // the timer there if its own loop goes away.
+            *self.spare.lock() = Some(s.tool().handle());
+        }
         if self.arm.on_entry() {
             PeriodTimer::schedule(self, s.tool());
         }
@@ -77,15 +87,21 @@ impl HoldCore for ThrottleCore {
 }
 
 /// The period timer's callback. Dropped without firing (its loop shut
-/// down), it disarms, so the next entry starts a timer elsewhere.
+/// down), it disarms and, if flows still wait, restarts the timer on the
+/// loop of the latest waiter (or else the next entry starts one).
 struct PeriodTimer {
     core: Option<Arc<ThrottleCore>>,
+    /// The loop it is scheduled on.
+    home: Arc<Shared>,
 }
 
 impl PeriodTimer {
     fn schedule(core: Arc<ThrottleCore>, sched: &mut Scheduler) {
         let period = core.period;
-        let mut t = PeriodTimer { core: Some(core) };
+        let mut t = PeriodTimer {
+            core: Some(core),
+            home: sched.shared.clone(),
+        };
         sched.deferred(period, move |sched| t.fire(sched));
     }
 
@@ -102,8 +118,18 @@ impl PeriodTimer {
 
 impl Drop for PeriodTimer {
     fn drop(&mut self) {
-        if let Some(core) = self.core.take() {
-            core.arm.lost();
+        let Some(core) = self.core.take() else { return };
+        core.arm.lost();
+        if !core.gate.busy() {
+            return;
+        }
+        let spare = core.spare.lock().take();
+        if let Some(h) = spare.filter(|h| !Arc::ptr_eq(&h.shared, &self.home)) {
+            h.call(move |sched| {
+                if core.arm.on_entry() {
+                    PeriodTimer::schedule(core, sched);
+                }
+            });
         }
     }
 }
@@ -133,6 +159,7 @@ impl Throttle {
                 period,
                 max,
                 arm: Arm::new(),
+                spare: parking_lot::Mutex::new(None),
             }),
         }
     }

@@ -335,11 +335,14 @@ impl Scheduler {
                 self.clear_args();
                 self.flows.remove(key);
                 let e = crate::steps::flow::panic_error("a value dropped by the flow", p);
+                // Its sync slots go back (a `Hold` runs no user code).
+                let holds = flow.take_holds();
                 match flow.take_done() {
                     Some(c) => c.complete(Err(e)),
                     None => self.report_unhandled(&e),
                 }
                 std::mem::forget(flow);
+                drop(holds);
                 return;
             }
         };
