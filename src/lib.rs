@@ -43,6 +43,7 @@
 
 pub mod args;
 pub mod error;
+pub mod io;
 pub mod runtime;
 pub mod state;
 pub mod steps;

@@ -33,6 +33,8 @@ pub(crate) struct Extra {
     /// that takes several objects in one step gets one each). Released
     /// when the frame goes, however it goes.
     pub holds: smallvec::SmallVec<[crate::sync::Hold; 1]>,
+    /// An I/O readiness wait of this step (`Step::wait_io`).
+    pub io: Option<crate::io::IoWait>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
     pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,

@@ -59,10 +59,10 @@ pub(crate) struct Outcome {
 /// assert_eq!(v, 6);
 /// ```
 pub struct Step<'a> {
-    sched: &'a mut Scheduler,
-    flow: &'a mut Flow,
-    sid: u32,
-    depth: usize,
+    pub(crate) sched: &'a mut Scheduler,
+    pub(crate) flow: &'a mut Flow,
+    pub(crate) sid: u32,
+    pub(crate) depth: usize,
     handler: bool,
     out: Outcome,
 }
@@ -70,9 +70,9 @@ pub struct Step<'a> {
 /// A typed reference to a value allocated with [`Step::stack`]; valid while
 /// that step runs (including its sub-steps), `Copy`, usable in sub-steps.
 pub struct StackRef<T> {
-    flow: crate::tool::scheduler::FlowKey,
-    seq: u32,
-    idx: u32,
+    pub(crate) flow: crate::tool::scheduler::FlowKey,
+    pub(crate) seq: u32,
+    pub(crate) idx: u32,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -346,7 +346,7 @@ impl<'a> Step<'a> {
         &mut self.flow.st(self.sid).frames[self.depth].flags
     }
 
-    fn waiting_allowed(&mut self, what: &'static str) -> bool {
+    pub(crate) fn waiting_allowed(&mut self, what: &'static str) -> bool {
         if self.handler {
             let _ = self.misuse(what);
             return false;

@@ -73,7 +73,8 @@ impl AsyncTool {
     pub fn new() -> io::Result<Self> {
         let poll = mio::Poll::new()?;
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
-        let sched = Scheduler::new(Instant::now());
+        let mut sched = Scheduler::new(Instant::now());
+        sched.set_registry(poll.registry().try_clone()?);
         sched.shared.set_waker(waker);
         Ok(AsyncTool {
             sched,
@@ -104,7 +105,13 @@ impl AsyncTool {
         idle: &dyn Fn() -> bool,
     ) -> io::Result<usize> {
         self.sched.now = Instant::now();
-        let n = self.sched.run_pass();
+        // A busy loop never blocks in poll: look for I/O each turn while
+        // steps wait for it.
+        let mut io = 0;
+        if self.sched.io_waits() > 0 {
+            io = self.poll_io(Some(Duration::ZERO))?;
+        }
+        let n = self.sched.run_pass() + io;
         if n > 0 || self.sched.has_immediates() {
             return Ok(n);
         }
@@ -113,17 +120,33 @@ impl AsyncTool {
             let d = at.saturating_duration_since(self.sched.now);
             wait = Some(wait.map_or(d, |w| w.min(d)));
         }
+        let mut io = 0;
         if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep(idle) {
-            let r = self.poll.poll(&mut self.events, wait);
+            let r = self.poll_io(wait);
             self.sched.shared.woke();
-            match r {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+            io = r?;
         }
         self.sched.now = Instant::now();
-        Ok(self.sched.run_pass())
+        Ok(self.sched.run_pass() + io)
+    }
+
+    /// Polls the reactor for up to `wait` and completes the steps whose
+    /// sources are ready; returns how many events it handled.
+    fn poll_io(&mut self, wait: Option<Duration>) -> io::Result<usize> {
+        match self.poll.poll(&mut self.events, wait) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
+            Err(e) => return Err(e),
+        }
+        let mut n = 0;
+        for ev in self.events.iter() {
+            if ev.token() != WAKER {
+                self.sched.now = Instant::now();
+                self.sched.io_event(ev);
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// Runs until no callback, timer, message or flow continuation is left.

@@ -20,6 +20,21 @@ new_key_type! {
     pub struct TaskHandle;
     /// Identifies a flow on its loop.
     pub(crate) struct FlowKey;
+    /// Identifies an I/O readiness wait (its mio token).
+    pub(crate) struct IoKey;
+}
+
+/// The mio token of an I/O wait.
+pub(crate) fn io_token(k: IoKey) -> mio::Token {
+    use slotmap::Key;
+    mio::Token(k.data().as_ffi() as usize)
+}
+
+/// The loop's reactor side: its registry and the steps waiting on it.
+struct IoReg {
+    registry: mio::Registry,
+    /// (flow, strand, frame seq) of each waiting step.
+    waits: SlotMap<IoKey, (FlowKey, u32, u32)>,
 }
 
 /// Steps a flow may run before it yields the loop to other work.
@@ -68,6 +83,9 @@ pub struct Stats {
     pub immediates: usize,
     /// Messages waiting in the cross-thread inbox.
     pub inbox: usize,
+    /// Steps waiting for I/O readiness (sources registered with the
+    /// loop's reactor).
+    pub io: usize,
 }
 
 type ErrorHook = Box<dyn FnMut(&Error)>;
@@ -121,6 +139,8 @@ pub struct Scheduler {
     /// next. Empty whenever no flow runs.
     pub(crate) args: Args,
     unhandled: Option<ErrorHook>,
+    /// `None` on a loop without a reactor (`TestTool`).
+    io: Option<IoReg>,
     stopped: bool,
     /// Marks the creating thread as a loop owner while the loop lives.
     _owner: OwnerGuard,
@@ -145,9 +165,57 @@ impl Scheduler {
             budget: 0,
             args: Args::new(),
             unhandled: None,
+            io: None,
             stopped: false,
             _owner: OwnerGuard::new(),
         }
+    }
+
+    /// Gives this loop a reactor (`AsyncTool`).
+    pub(crate) fn set_registry(&mut self, registry: mio::Registry) {
+        self.io = Some(IoReg {
+            registry,
+            waits: SlotMap::with_key(),
+        });
+    }
+
+    pub(crate) fn io_registry(&self) -> Option<&mio::Registry> {
+        self.io.as_ref().map(|io| &io.registry)
+    }
+
+    /// Steps waiting for I/O on this loop.
+    pub(crate) fn io_waits(&self) -> usize {
+        self.io.as_ref().map_or(0, |io| io.waits.len())
+    }
+
+    pub(crate) fn io_insert(&mut self, flow: FlowKey, strand: u32, seq: u32) -> IoKey {
+        let io = self.io.as_mut().expect("a loop with a reactor");
+        io.waits.insert((flow, strand, seq))
+    }
+
+    pub(crate) fn io_remove(&mut self, k: IoKey) {
+        if let Some(io) = &mut self.io {
+            io.waits.remove(k);
+        }
+    }
+
+    /// A readiness event: completes the waiting step it names, if it still
+    /// waits (a stale token, or a second event in the same batch, is
+    /// ignored).
+    pub(crate) fn io_event(&mut self, ev: &mio::event::Event) {
+        let k = IoKey::from(slotmap::KeyData::from_ffi(ev.token().0 as u64));
+        let Some((flow, strand, seq)) = self.io.as_mut().and_then(|io| io.waits.remove(k)) else {
+            return;
+        };
+        let result = Ok(crate::io::ready_args(crate::io::Ready::of(ev)));
+        self.drive(
+            flow,
+            Resume::Complete {
+                strand,
+                seq,
+                result,
+            },
+        );
     }
 
     /// Schedules `f` to run on this loop as soon as possible (spec `immediate`).
@@ -283,6 +351,7 @@ impl Scheduler {
             timers: self.timers.len() - self.stale_timers.min(self.timers.len()),
             immediates: self.queue.len() - self.dead_entries,
             inbox: self.shared.depth(),
+            io: self.io_waits(),
         }
     }
 

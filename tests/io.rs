@@ -1,0 +1,262 @@
+//! I/O readiness as a step: readable and writable waits on real loopback
+//! sockets, re-waiting, timeout and cancel (deregistered, nothing delivered
+//! later), and the errors of bad use.
+
+mod common;
+
+use common::*;
+use futoin_asyncsteps::io::{Interest, Ready};
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, StackRef, Step, TestTool};
+use mio::net::TcpStream;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+/// A one-time handover of a value into a root step (root closures must be
+/// `Clone + Send`; a socket is not `Clone`).
+struct Once<T>(std::sync::Arc<std::sync::Mutex<Option<T>>>);
+
+impl<T> Clone for Once<T> {
+    fn clone(&self) -> Self {
+        Once(self.0.clone())
+    }
+}
+
+impl<T> Once<T> {
+    fn new(v: T) -> Self {
+        Once(std::sync::Arc::new(std::sync::Mutex::new(Some(v))))
+    }
+    fn take(&self) -> T {
+        self.0.lock().unwrap().take().expect("taken once")
+    }
+}
+
+/// A connected pair: a blocking std client and a non-blocking mio server side.
+fn pair() -> (std::net::TcpStream, Once<TcpStream>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, _) = l.accept().unwrap();
+    server.set_nonblocking(true).unwrap();
+    (client, Once::new(TcpStream::from_std(server)))
+}
+
+/// Reads what is there until `WouldBlock` (edge-triggered readiness).
+fn drain(s: &mut Step<'_>, conn: StackRef<TcpStream>) -> Result<Vec<u8>, futoin_asyncsteps::Error> {
+    let c = s.stack_get(conn)?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 64];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(out),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+#[test]
+fn readable_then_read_then_wait_again() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let r = Recorder::default();
+    let r2 = r.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take());
+        for _ in 0..2 {
+            let r = r2.clone();
+            s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
+            s.add(move |s, (ready,): (Ready,)| {
+                assert!(ready.readable);
+                r.push(String::from_utf8(drain(s, conn)?).unwrap());
+                Ok(())
+            });
+        }
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client.write_all(b"one").unwrap();
+    // Run until the first read happened, then send the second part.
+    while r.get().is_empty() {
+        tool.iterate(Some(Duration::from_millis(100))).unwrap();
+    }
+    assert_eq!(tool.stats().io, 1, "the second wait is registered");
+    client.write_all(b"two").unwrap();
+    tool.block_on(p).unwrap();
+    assert_eq!(r.get(), ["one", "two"]);
+    assert_eq!(tool.stats().io, 0);
+}
+
+#[test]
+fn writable_on_a_fresh_connection() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        // The source lives in the waiting step's own frame.
+        let conn = s.stack(server.take());
+        s.wait_io(conn, Interest::WRITABLE)
+    });
+    root.add(|s, (ready,): (Ready,)| s.success((ready.writable,)));
+    let p = root.promise::<(bool,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap(), (true,));
+    assert_eq!(tool.stats().io, 0);
+    // The server side was dropped with its step: the client sees EOF.
+    let mut buf = [0u8; 4];
+    assert_eq!(client.read(&mut buf).unwrap(), 0);
+}
+
+#[test]
+fn a_timeout_deregisters_and_the_source_can_wait_again() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let r = Recorder::default();
+    let r2 = r.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take());
+        let r = r2.clone();
+        s.add_catch(
+            move |s, ()| {
+                s.set_timeout(Duration::from_millis(20));
+                s.wait_io(conn, Interest::READABLE)
+            },
+            move |s, e| {
+                r.push(e.code().to_string());
+                s.success((Ready::default(),))
+            },
+        );
+        s.add(move |s, (_,): (Ready,)| s.wait_io(conn, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            let text = String::from_utf8(drain(s, conn)?).unwrap();
+            s.success((text,))
+        });
+        Ok(())
+    });
+    let p = root.promise::<(String,)>(&mut tool);
+    while r.get().is_empty() {
+        tool.iterate(Some(Duration::from_millis(100))).unwrap();
+    }
+    assert_eq!(r.get(), [codes::TIMEOUT]);
+    client.write_all(b"late").unwrap();
+    assert_eq!(tool.block_on(p).unwrap().0, "late");
+    assert_eq!(tool.stats().io, 0);
+}
+
+#[test]
+fn cancel_while_waiting_deregisters_and_later_data_is_harmless() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let cancelled = Recorder::default();
+    let c2 = cancelled.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take());
+        let c = c2.clone();
+        s.add(move |s, ()| {
+            s.set_cancel(move || c.push("cancel callback"));
+            s.wait_io(conn, Interest::READABLE)
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(tool.stats().io, 1);
+    p.cancel();
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(cancelled.get(), ["cancel callback"]);
+    assert_eq!(tool.stats().io, 0);
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
+    // The socket is closed with its flow; writing still succeeds locally.
+    let _ = client.write_all(b"after");
+    tool.iterate(Some(Duration::from_millis(10))).unwrap();
+    assert_eq!(tool.stats().flows, 0);
+}
+
+#[test]
+fn bad_use_is_an_internal_error() {
+    // No reactor on the virtual-time tool.
+    let mut vt = TestTool::new();
+    let (_client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take());
+        s.wait_io(conn, Interest::READABLE)
+    });
+    let p = root.promise::<()>(&mut vt);
+    vt.run_all();
+    let e = vt.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::INTERNAL_ERROR,
+            Some(
+                "wait_io(): this loop has no I/O reactor (TestTool); \
+                 run the flow on an AsyncTool or a Runtime"
+            )
+        )
+    );
+
+    // Two waits in one step.
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take());
+        s.wait_io(conn, Interest::READABLE)?;
+        s.wait_io(conn, Interest::READABLE)
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.info(), Some("wait_io(): this step already waits for I/O"));
+    assert_eq!(tool.stats().io, 0);
+
+    // A reference from another flow.
+    let slot: Slot<StackRef<TcpStream>> = slot();
+    let (_client, server) = pair();
+    let mut a = AsyncSteps::new();
+    let s1 = slot.clone();
+    a.add(move |s, ()| {
+        *s1.lock().unwrap() = Some(s.stack(server.take()));
+        s.wait_external(); // keep the flow (and its stack) alive
+        Ok(())
+    });
+    let _pa = a.promise::<()>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    let foreign = slot.lock().unwrap().take().unwrap();
+    let mut b = AsyncSteps::new();
+    b.add(move |s, ()| s.wait_io(foreign, Interest::READABLE));
+    let pb = b.promise::<()>(&mut tool);
+    let e = tool.block_on(pb).unwrap_err();
+    assert_eq!(
+        e.info(),
+        Some("wait_io(): the source belongs to another flow")
+    );
+}
+
+#[test]
+fn a_flow_on_a_runtime_loop_accepts_a_connection() {
+    let rt = futoin_asyncsteps::Runtime::builder()
+        .loops(2)
+        .pin_threads(false)
+        .build()
+        .unwrap();
+    let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = Once::new(listener);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let l = s.stack(listener.take());
+        s.add(move |s, ()| s.wait_io(l, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            let (_conn, peer) = s.stack_get(l)?.accept().expect("a pending connection");
+            s.success((peer.port(),))
+        });
+        Ok(())
+    });
+    let p = rt.spawn::<(u16,)>(root);
+    let client = std::net::TcpStream::connect(addr).unwrap();
+    let (port,) = p.wait().unwrap();
+    assert_eq!(port, client.local_addr().unwrap().port());
+}
