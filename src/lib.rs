@@ -60,6 +60,7 @@ pub use steps::model::{AsyncSteps, ModelParallel};
 pub use steps::parallel::Parallel;
 pub use steps::result::{ExternalHandle, FlowHandle, Promise};
 pub use steps::step::{StackRef, Step};
+pub use steps::take_once::TakeOnce;
 pub use testing::TestTool;
 pub use tool::async_tool::AsyncTool;
 pub use tool::handle::ToolHandle;

@@ -6,38 +6,19 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::io::{Interest, Ready};
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, StackRef, Step, TestTool};
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, StackRef, Step, TakeOnce, TestTool};
 use mio::net::TcpStream;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
-/// A one-time handover of a value into a root step (root closures must be
-/// `Clone + Send`; a socket is not `Clone`).
-struct Once<T>(std::sync::Arc<std::sync::Mutex<Option<T>>>);
-
-impl<T> Clone for Once<T> {
-    fn clone(&self) -> Self {
-        Once(self.0.clone())
-    }
-}
-
-impl<T> Once<T> {
-    fn new(v: T) -> Self {
-        Once(std::sync::Arc::new(std::sync::Mutex::new(Some(v))))
-    }
-    fn take(&self) -> T {
-        self.0.lock().unwrap().take().expect("taken once")
-    }
-}
-
 /// A connected pair: a blocking std client and a non-blocking mio server side.
-fn pair() -> (std::net::TcpStream, Once<TcpStream>) {
+fn pair() -> (std::net::TcpStream, TakeOnce<TcpStream>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (server, _) = l.accept().unwrap();
     server.set_nonblocking(true).unwrap();
-    (client, Once::new(TcpStream::from_std(server)))
+    (client, TakeOnce::new(TcpStream::from_std(server)))
 }
 
 /// Reads what is there until `WouldBlock` (edge-triggered readiness).
@@ -63,7 +44,7 @@ fn readable_then_read_then_wait_again() {
     let r2 = r.clone();
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let conn = s.stack(server.take());
+        let conn = s.stack(server.take()?);
         for _ in 0..2 {
             let r = r2.clone();
             s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
@@ -95,7 +76,7 @@ fn writable_on_a_fresh_connection() {
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
         // The source lives in the waiting step's own frame.
-        let conn = s.stack(server.take());
+        let conn = s.stack(server.take()?);
         s.wait_io(conn, Interest::WRITABLE)
     });
     root.add(|s, (ready,): (Ready,)| s.success((ready.writable,)));
@@ -115,7 +96,7 @@ fn a_timeout_deregisters_and_the_source_can_wait_again() {
     let r2 = r.clone();
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let conn = s.stack(server.take());
+        let conn = s.stack(server.take()?);
         let r = r2.clone();
         s.add_catch(
             move |s, ()| {
@@ -152,7 +133,7 @@ fn cancel_while_waiting_deregisters_and_later_data_is_harmless() {
     let c2 = cancelled.clone();
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let conn = s.stack(server.take());
+        let conn = s.stack(server.take()?);
         let c = c2.clone();
         s.add(move |s, ()| {
             s.set_cancel(move || c.push("cancel callback"));
@@ -181,7 +162,7 @@ fn bad_use_is_an_internal_error() {
     let (_client, server) = pair();
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let conn = s.stack(server.take());
+        let conn = s.stack(server.take()?);
         s.wait_io(conn, Interest::READABLE)
     });
     let p = root.promise::<()>(&mut vt);
@@ -203,7 +184,7 @@ fn bad_use_is_an_internal_error() {
     let (_client, server) = pair();
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let conn = s.stack(server.take());
+        let conn = s.stack(server.take()?);
         s.wait_io(conn, Interest::READABLE)?;
         s.wait_io(conn, Interest::READABLE)
     });
@@ -218,7 +199,7 @@ fn bad_use_is_an_internal_error() {
     let mut a = AsyncSteps::new();
     let s1 = slot.clone();
     a.add(move |s, ()| {
-        *s1.lock().unwrap() = Some(s.stack(server.take()));
+        *s1.lock().unwrap() = Some(s.stack(server.take()?));
         s.wait_external(); // keep the flow (and its stack) alive
         Ok(())
     });
@@ -244,10 +225,10 @@ fn a_flow_on_a_runtime_loop_accepts_a_connection() {
         .unwrap();
     let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
-    let listener = Once::new(listener);
+    let listener = TakeOnce::new(listener);
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let l = s.stack(listener.take());
+        let l = s.stack(listener.take()?);
         s.add(move |s, ()| s.wait_io(l, Interest::READABLE));
         s.add(move |s, (_,): (Ready,)| {
             let (_conn, peer) = s.stack_get(l)?.accept().expect("a pending connection");

@@ -7,23 +7,20 @@
 //!
 //! ```
 //! use futoin_asyncsteps::io::{Interest, Ready};
-//! use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+//! use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
 //! use std::io::{Read, Write};
-//! use std::sync::{Arc, Mutex};
 //!
 //! let mut tool = AsyncTool::new()?;
 //! let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
 //! let mut client = std::net::TcpStream::connect(listener.local_addr()?)?;
 //! let (server, _) = listener.accept()?;
 //! server.set_nonblocking(true)?;
-//! // Root steps are `Clone + Send` (a model may run many times); a socket is
-//! // handed over once through a shared slot.
-//! let server = Arc::new(Mutex::new(Some(mio::net::TcpStream::from_std(server))));
+//! // Root steps are `Clone + Send`; a socket is handed over with TakeOnce.
+//! let server = TakeOnce::new(mio::net::TcpStream::from_std(server));
 //!
 //! let mut root = AsyncSteps::new();
 //! root.add(move |s, ()| {
-//!     let sock = server.lock().unwrap().take().expect("one run");
-//!     let conn = s.stack(sock); // owned by this step and its sub-steps
+//!     let conn = s.stack(server.take()?); // owned by this step and its sub-steps
 //!     s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
 //!     s.add(move |s, (ready,): (Ready,)| {
 //!         assert!(ready.readable);
@@ -45,6 +42,8 @@
 //! delivered later and the source can be waited on again. Readiness is
 //! edge-triggered as in mio: after a readable event, read until
 //! `WouldBlock` before waiting again.
+
+pub mod net;
 
 use crate::args::{ArgValue, IntoArgs};
 use crate::error::{Error, StepResult};

@@ -9,3 +9,4 @@ pub mod model;
 pub mod parallel;
 pub mod result;
 pub mod step;
+pub mod take_once;

@@ -1,0 +1,274 @@
+//! TCP helpers written as steps on top of [`Step::wait_io`]: accept, read
+//! some bytes, read exactly `n`, write all, connect with a timeout.
+//!
+//! Each helper adds sub-steps to the calling step, so the calling step's
+//! result is the helper's result, and the next step receives it. The
+//! sockets live on the flow's stack ([`Step::stack`]) and are named by
+//! their [`StackRef`]. They retry on `WouldBlock` (waiting for readiness)
+//! and on `Interrupted`, and continue partial reads and writes. End of
+//! stream is a normal result (an empty read); a reset, a broken pipe or any
+//! other socket error is `CommError` with the OS error in its info.
+//!
+//! ```
+//! use futoin_asyncsteps::io::net;
+//! use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
+//! use mio::net::{TcpListener, TcpStream};
+//!
+//! let mut tool = AsyncTool::new()?;
+//! let listener = TcpListener::bind("127.0.0.1:0".parse()?)?;
+//! let addr = listener.local_addr()?;
+//! let listener = TakeOnce::new(listener);
+//!
+//! // A server flow: accept one connection, echo one message back.
+//! let mut server = AsyncSteps::new();
+//! server.add(move |s, ()| {
+//!     let l = s.stack(listener.take()?);
+//!     net::accept(s, l);
+//!     Ok(())
+//! });
+//! server.add(|s, (conn, _peer): (TcpStream, std::net::SocketAddr)| {
+//!     let c = s.stack(conn);
+//!     net::read_some(s, c, 1024);
+//!     s.add(move |s, (data,): (Vec<u8>,)| {
+//!         net::write_all(s, c, data);
+//!         Ok(())
+//!     });
+//!     Ok(())
+//! });
+//! let done = server.promise::<()>(&mut tool);
+//!
+//! // A client flow on the same loop.
+//! let mut client = AsyncSteps::new();
+//! client.add(move |s, ()| {
+//!     net::connect(s, addr, std::time::Duration::from_secs(5));
+//!     Ok(())
+//! });
+//! client.add(|s, (conn,): (TcpStream,)| {
+//!     let c = s.stack(conn);
+//!     net::write_all(s, c, b"hello".to_vec());
+//!     net::read_exact(s, c, 5);
+//!     Ok(())
+//! });
+//! let reply = client.promise::<(Vec<u8>,)>(&mut tool);
+//! assert_eq!(tool.block_on(reply).unwrap().0, b"hello");
+//! tool.block_on(done).unwrap();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use super::{Interest, Ready};
+use crate::args::ArgValue;
+use crate::error::{codes, Error};
+use crate::steps::step::{StackRef, Step};
+use mio::net::{TcpListener, TcpStream};
+use std::cell::RefCell;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+impl ArgValue for TcpStream {}
+impl ArgValue for SocketAddr {}
+
+/// `CommError` for a socket error, naming the operation.
+fn comm(what: &str, e: io::Error) -> Error {
+    Error::with_info(codes::COMM_ERROR, format!("{what}: {e}"))
+}
+
+/// Runs `attempt` until it gives a value, waiting for `interest` on `src`
+/// whenever it says `WouldBlock` (`Ok(None)`); then the calling step
+/// succeeds with `done(value)`.
+fn retry<S, T, A>(
+    s: &mut Step<'_>,
+    src: StackRef<S>,
+    interest: Interest,
+    mut attempt: impl FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    done: impl FnOnce(T) -> A + 'static,
+) where
+    S: mio::event::Source + 'static,
+    T: 'static,
+    A: crate::args::IntoArgs + 'static,
+{
+    let out: Rc<RefCell<Option<T>>> = Rc::default();
+    let o = out.clone();
+    s.loop_(move |s| match attempt(s.stack_get(src)?)? {
+        Some(v) => {
+            *o.borrow_mut() = Some(v);
+            s.break_loop()
+        }
+        None => {
+            s.add(move |s, ()| s.wait_io(src, interest));
+            Ok(())
+        }
+    });
+    s.add(move |s, ()| match out.borrow_mut().take() {
+        Some(v) => s.success(done(v)),
+        None => Err(Error::internal("net: the loop ended without a result")),
+    });
+}
+
+/// Accepts one connection on `listener`; the calling step's result is
+/// `(TcpStream, SocketAddr)`.
+pub fn accept(s: &mut Step<'_>, listener: StackRef<TcpListener>) {
+    retry(
+        s,
+        listener,
+        Interest::READABLE,
+        |l| loop {
+            match l.accept() {
+                Ok(v) => return Ok(Some(v)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // A connection that died in the backlog: take the next.
+                Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                Err(e) => return Err(comm("accept", e)),
+            }
+        },
+        |(conn, peer)| (conn, peer),
+    );
+}
+
+/// Reads what is available, up to `max` bytes (at least one, unless the
+/// peer closed: then it is empty). The result is `(Vec<u8>,)`.
+pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
+    let max = max.max(1);
+    retry(
+        s,
+        conn,
+        Interest::READABLE,
+        move |c| {
+            let mut buf = vec![0u8; max];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(n) => {
+                        buf.truncate(n);
+                        return Ok(Some(buf));
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(comm("read", e)),
+                }
+            }
+        },
+        |buf| (buf,),
+    );
+}
+
+/// Reads exactly `n` bytes; the result is `(Vec<u8>,)`. End of stream
+/// before `n` bytes is `CommError` ("the peer closed after k of n bytes").
+pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
+    let mut buf = Vec::with_capacity(n);
+    retry(
+        s,
+        conn,
+        Interest::READABLE,
+        move |c| loop {
+            if buf.len() == n {
+                return Ok(Some(std::mem::take(&mut buf)));
+            }
+            let have = buf.len();
+            buf.resize(n, 0);
+            match c.read(&mut buf[have..]) {
+                Ok(0) => {
+                    return Err(Error::with_info(
+                        codes::COMM_ERROR,
+                        format!("read_exact: the peer closed after {have} of {n} bytes"),
+                    ))
+                }
+                Ok(k) => buf.truncate(have + k),
+                Err(e) => {
+                    buf.truncate(have);
+                    match e.kind() {
+                        ErrorKind::WouldBlock => return Ok(None),
+                        ErrorKind::Interrupted => {}
+                        _ => return Err(comm("read", e)),
+                    }
+                }
+            }
+        },
+        |buf| (buf,),
+    );
+}
+
+/// Writes all of `data`, across as many writable events as it takes; the
+/// result is no args.
+pub fn write_all(s: &mut Step<'_>, conn: StackRef<TcpStream>, data: Vec<u8>) {
+    let mut at = 0;
+    retry(
+        s,
+        conn,
+        Interest::WRITABLE,
+        move |c| loop {
+            if at == data.len() {
+                return Ok(Some(()));
+            }
+            match c.write(&data[at..]) {
+                Ok(0) => {
+                    return Err(Error::with_info(
+                        codes::COMM_ERROR,
+                        "write: the socket accepts no more data",
+                    ))
+                }
+                Ok(k) => at += k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(comm("write", e)),
+            }
+        },
+        |()| (),
+    );
+}
+
+/// A connection in progress, kept on the stack while it is waited for.
+struct Connecting(Option<TcpStream>);
+
+impl mio::event::Source for Connecting {
+    fn register(&mut self, r: &mio::Registry, t: mio::Token, i: Interest) -> io::Result<()> {
+        match &mut self.0 {
+            Some(s) => s.register(r, t, i),
+            None => Err(io::Error::from(ErrorKind::NotConnected)),
+        }
+    }
+    fn reregister(&mut self, r: &mio::Registry, t: mio::Token, i: Interest) -> io::Result<()> {
+        match &mut self.0 {
+            Some(s) => s.reregister(r, t, i),
+            None => Err(io::Error::from(ErrorKind::NotConnected)),
+        }
+    }
+    fn deregister(&mut self, r: &mio::Registry) -> io::Result<()> {
+        match &mut self.0 {
+            Some(s) => s.deregister(r),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Connects to `addr`, failing with `Timeout` after `timeout`; the result
+/// is `(TcpStream,)`. A refused or unreachable peer is `CommError`.
+pub fn connect(s: &mut Step<'_>, addr: SocketAddr, timeout: Duration) {
+    s.add(move |s, ()| {
+        s.set_timeout(timeout);
+        let stream = TcpStream::connect(addr).map_err(|e| comm("connect", e))?;
+        let c = s.stack(Connecting(Some(stream)));
+        s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            let slot = s.stack_get(c)?;
+            let stream = slot.0.as_mut().expect("connecting");
+            if let Some(e) = stream.take_error().map_err(|e| comm("connect", e))? {
+                return Err(comm("connect", e));
+            }
+            match stream.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::NotConnected => {
+                    return Err(Error::with_info(
+                        codes::COMM_ERROR,
+                        format!("connect: {addr} did not accept the connection"),
+                    ))
+                }
+                Err(e) => return Err(comm("connect", e)),
+            }
+            let stream = slot.0.take().expect("connecting");
+            s.success((stream,))
+        });
+        Ok(())
+    });
+}

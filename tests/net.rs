@@ -1,0 +1,278 @@
+//! The TCP helpers (`io::net`) on real loopback sockets: partial reads
+//! from a slow client, a client that disconnects mid-request, a peer
+//! reset, end of stream, a large write over many writable events, a read
+//! timeout, cancel of a flow blocked in a read, connect failures, and many
+//! concurrent clients on a runtime. Registrations and flows count back to
+//! zero.
+
+use futoin_asyncsteps::io::net;
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, Runtime, TakeOnce};
+use mio::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// A connected pair: a blocking std client and a mio server side.
+fn pair() -> (std::net::TcpStream, TakeOnce<TcpStream>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, _) = l.accept().unwrap();
+    server.set_nonblocking(true).unwrap();
+    (client, TakeOnce::new(TcpStream::from_std(server)))
+}
+
+/// A flow that reads exactly `n` bytes from `conn` with an optional limit.
+fn reader(conn: TakeOnce<TcpStream>, n: usize, limit: Option<Duration>) -> AsyncSteps {
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        if let Some(d) = limit {
+            s.set_timeout(d);
+        }
+        let c = s.stack(conn.take()?);
+        net::read_exact(s, c, n);
+        Ok(())
+    });
+    root
+}
+
+fn assert_clean(tool: &AsyncTool) {
+    let st = tool.stats();
+    assert_eq!((st.io, st.flows), (0, 0), "{st:?}");
+}
+
+#[test]
+fn read_exact_gathers_bytes_a_slow_client_trickles() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let p = reader(conn, 10, None).promise::<(Vec<u8>,)>(&mut tool);
+    let writer = std::thread::spawn(move || {
+        for b in b"0123456789" {
+            client.write_all(&[*b]).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        client
+    });
+    assert_eq!(tool.block_on(p).unwrap().0, b"0123456789");
+    writer.join().unwrap();
+    assert_clean(&tool);
+}
+
+#[test]
+fn a_client_that_leaves_mid_request_is_a_comm_error() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    client.write_all(b"abc").unwrap();
+    drop(client);
+    let p = reader(conn, 10, None).promise::<(Vec<u8>,)>(&mut tool);
+    let e: Error = tool.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::COMM_ERROR,
+            Some("read_exact: the peer closed after 3 of 10 bytes")
+        )
+    );
+    assert_clean(&tool);
+}
+
+#[test]
+fn end_of_stream_is_an_empty_read() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (client, conn) = pair();
+    drop(client);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let c = s.stack(conn.take()?);
+        net::read_some(s, c, 64);
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, Vec::<u8>::new());
+    assert_clean(&tool);
+}
+
+#[test]
+fn a_reset_by_the_peer_is_a_comm_error() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    // Data the client never reads makes its close send a reset.
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let c = s.stack(conn.take()?);
+        net::write_all(s, c, b"unread".to_vec());
+        s.add(move |s, ()| {
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    // Let the server write, then close the client with the data unread.
+    while !client_has_data(&mut client) {
+        tool.iterate(Some(Duration::from_millis(5))).unwrap();
+    }
+    drop(client);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::COMM_ERROR);
+    assert!(
+        e.info().is_some_and(|i| i.starts_with("read: ")),
+        "{:?}",
+        e.info()
+    );
+    assert_clean(&tool);
+}
+
+/// True once the server's bytes are in the client's receive buffer.
+fn client_has_data(c: &mut std::net::TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    c.set_nonblocking(true).unwrap();
+    let r = matches!(c.peek(&mut b), Ok(n) if n > 0);
+    c.set_nonblocking(false).unwrap();
+    r
+}
+
+#[test]
+fn a_large_write_spans_many_writable_events() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    const LEN: usize = 8 << 20;
+    let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    let expect = data.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let c = s.stack(conn.take()?);
+        net::write_all(s, c, data.clone());
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::with_capacity(LEN);
+        let mut buf = [0u8; 65536];
+        while got.len() < LEN {
+            let n = client.read(&mut buf).unwrap();
+            assert!(n > 0, "early EOF at {}", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    tool.block_on(p).unwrap();
+    assert!(reader.join().unwrap() == expect, "the bytes arrived intact");
+    assert_clean(&tool);
+}
+
+#[test]
+fn a_read_timeout_fails_the_read_and_deregisters() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, conn) = pair();
+    let p = reader(conn, 4, Some(Duration::from_millis(20))).promise::<(Vec<u8>,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::TIMEOUT);
+    assert_clean(&tool);
+}
+
+#[test]
+fn cancel_of_a_flow_blocked_in_a_read() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, conn) = pair();
+    let p = reader(conn, 4, None).promise::<(Vec<u8>,)>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(tool.stats().io, 1);
+    p.cancel();
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
+    assert_clean(&tool);
+}
+
+#[test]
+fn connect_to_a_closed_port_is_a_comm_error() {
+    let mut tool = AsyncTool::new().unwrap();
+    // A port that was just free: nothing listens there.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        net::connect(s, addr, Duration::from_secs(5));
+        Ok(())
+    });
+    let p = root.promise::<(TcpStream,)>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::COMM_ERROR, "{:?}", e.info());
+    assert!(e.info().is_some_and(|i| i.starts_with("connect: ")));
+    assert_clean(&tool);
+}
+
+#[test]
+fn many_clients_served_by_flows_spread_over_the_loops() {
+    let rt = Runtime::builder()
+        .loops(2)
+        .pin_threads(false)
+        .build()
+        .unwrap();
+    const CLIENTS: usize = 40;
+    let listener = TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = TakeOnce::new(listener);
+    let h = rt.handle();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // The acceptor: one root flow per accepted connection, echoing one line.
+    let mut acceptor = AsyncSteps::new();
+    acceptor.add(move |s, ()| {
+        let l = s.stack(listener.take()?);
+        let (h, done_tx) = (h.clone(), done_tx.clone());
+        s.repeat(CLIENTS, move |s, _| {
+            net::accept(s, l);
+            let (h, done_tx) = (h.clone(), done_tx.clone());
+            s.add(move |_, (conn, _peer): (TcpStream, std::net::SocketAddr)| {
+                let conn = TakeOnce::new(conn);
+                let done_tx = std::sync::Arc::new(std::sync::Mutex::new(done_tx));
+                let mut echo = AsyncSteps::new();
+                echo.add(move |s, ()| {
+                    let c = s.stack(conn.take()?);
+                    net::read_exact(s, c, 8);
+                    s.add(move |s, (msg,): (Vec<u8>,)| {
+                        net::write_all(s, c, msg);
+                        Ok(())
+                    });
+                    Ok(())
+                });
+                echo.add(move |_, ()| {
+                    done_tx.lock().unwrap().send(()).unwrap();
+                    Ok(())
+                });
+                h.execute(echo);
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    let accepted = rt.spawn::<()>(acceptor);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                let msg = format!("client{i:02}");
+                c.write_all(msg.as_bytes()).unwrap();
+                let mut back = [0u8; 8];
+                c.read_exact(&mut back).unwrap();
+                assert_eq!(&back, msg.as_bytes());
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    accepted.wait().unwrap();
+    for _ in 0..CLIENTS {
+        done_rx.recv().unwrap();
+    }
+    // One more turn on each loop: the echo flows have ended and the
+    // published counters include that.
+    for i in 0..rt.loops() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.loop_handle(i)
+            .unwrap()
+            .call(move |_| tx.send(()).unwrap());
+        rx.recv().unwrap();
+    }
+    assert!(rt.stats().iter().all(|s| s.flows == 0), "{:?}", rt.stats());
+}
