@@ -315,6 +315,70 @@ fn a_thread_with_its_own_loop_may_wait_for_a_runtime_flow() {
 }
 
 #[test]
+fn spawn_balanced_from_a_loop_spreads_a_burst_evenly() {
+    let rt = rt(2);
+    const N: usize = 100;
+    // Loop 1 runs a blocker; loop 0 runs the spawner. Neither starts the
+    // new flows while the burst is placed, so placement is exact.
+    let (in_tx, in_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Arc::new(std::sync::Mutex::new(go_rx));
+    let mut blocker = AsyncSteps::new();
+    blocker.add(move |_, ()| {
+        in_tx.send(()).unwrap();
+        go_rx.lock().unwrap().recv().unwrap();
+        Ok(())
+    });
+    let blocked = rt.loop_handle(1).unwrap().promise::<()>(blocker);
+    in_rx.recv().unwrap();
+    sync_loops_except(&rt, 1);
+    let h = rt.handle();
+    let mut spawner = AsyncSteps::new();
+    spawner.add(move |s, ()| {
+        let ps: Vec<_> = (0..N)
+            .map(|_| {
+                let mut root = AsyncSteps::new();
+                root.add(|s, ()| s.success(()));
+                h.spawn_balanced::<()>(root)
+            })
+            .collect();
+        go_tx.send(()).unwrap();
+        s.await_future(async move {
+            for p in ps {
+                p.await?;
+            }
+            Ok::<_, Error>(())
+        });
+        Ok(())
+    });
+    rt.loop_handle(0)
+        .unwrap()
+        .promise::<()>(spawner)
+        .wait()
+        .unwrap();
+    blocked.wait().unwrap();
+    sync_loops(&rt);
+    let st = rt.stats();
+    let placed = |i: usize| st[i].started - st[i].stolen + st[1 - i].stolen;
+    assert_eq!(
+        (placed(0), placed(1)),
+        (N as u64 / 2, N as u64 / 2),
+        "{st:?}"
+    );
+}
+
+/// `sync_loops` for every loop but `skip` (a loop that is blocked).
+fn sync_loops_except(rt: &Runtime, skip: usize) {
+    for i in (0..rt.loops()).filter(|&i| i != skip) {
+        let (tx, rx) = mpsc::channel();
+        rt.loop_handle(i)
+            .unwrap()
+            .call(move |_| tx.send(()).unwrap());
+        rx.recv().unwrap();
+    }
+}
+
+#[test]
 fn external_success_storm_from_several_threads() {
     let rt = rt(2);
     const N: usize = 4_000;

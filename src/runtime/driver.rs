@@ -179,6 +179,34 @@ impl Core {
         }
     }
 
+    /// Queues a flow on the loop that has the fewest flows, running or
+    /// waiting to start (ties: round robin), from any thread, and wakes it
+    /// if it is parked. Counting the flows queued but not started yet keeps
+    /// a burst (an accept loop taking many connections in one turn) spread.
+    pub(crate) fn submit_balanced(&self, job: Job) {
+        if self.closing.load(Ordering::Acquire) {
+            return; // dropping the job answers its waiter
+        }
+        let n = self.loops.len();
+        let start = self.next_loop.fetch_add(1, Ordering::Relaxed) % n;
+        let load = |i: usize| {
+            let l = &self.loops[i];
+            l.counters.flows.load(Ordering::Relaxed) + l.queue.len() + l.stealer.len()
+        };
+        let i = (0..n)
+            .map(|k| (start + k) % n)
+            .min_by_key(|&i| load(i))
+            .unwrap_or(start);
+        self.loops[i].queue.push(job);
+        // As in `submit`: pairs with `prepare_sleep` and `close`.
+        fence(Ordering::SeqCst);
+        if self.closing.load(Ordering::Relaxed) {
+            self.drain_injector();
+            return;
+        }
+        self.loops[i].shared.wake_if_sleeping();
+    }
+
     /// Picks the loop for a flow spawned from outside: the first parked
     /// loop from a round-robin start, else the round-robin one. Spawn
     /// counts stay even under a burst (each loop gets every n-th flow), and

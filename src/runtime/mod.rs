@@ -139,6 +139,49 @@ impl Runtime {
         self.core.submit(Job::new(root, None));
     }
 
+    /// Like [`spawn`](Runtime::spawn), but always onto the loop with the
+    /// fewest flows (running or waiting to start), even when called from a
+    /// loop thread: for an accept loop that hands each connection to a flow
+    /// of its own. The flow may still be stolen by an idle loop before it
+    /// starts.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, Runtime};
+    ///
+    /// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+    /// let h = rt.handle();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |s, ()| {
+    ///     // From inside a step: these would all start on this loop with
+    ///     // `spawn`; `spawn_balanced` spreads them.
+    ///     let ps: Vec<_> = (0..4)
+    ///         .map(|i| {
+    ///             let mut conn = AsyncSteps::new();
+    ///             conn.add(move |s, ()| s.success((i,)));
+    ///             h.spawn_balanced::<(i32,)>(conn)
+    ///         })
+    ///         .collect();
+    ///     s.await_future(async move {
+    ///         let mut sum = 0;
+    ///         for p in ps {
+    ///             sum += p.await?.0;
+    ///         }
+    ///         Ok::<_, futoin_asyncsteps::Error>((sum,))
+    ///     });
+    ///     Ok(())
+    /// });
+    /// assert_eq!(rt.spawn::<(i32,)>(root).wait()?.0, 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn_balanced<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
+        self.handle().spawn_balanced(root)
+    }
+
+    /// [`spawn_balanced`](Runtime::spawn_balanced) for a flow nobody waits for.
+    pub fn execute_balanced(&self, root: AsyncSteps) {
+        self.core.submit_balanced(Job::new(root, None));
+    }
+
     /// A `Clone + Send + Sync` handle that spawns on this runtime from
     /// anywhere, including from inside a step.
     pub fn handle(&self) -> RuntimeHandle {
@@ -280,6 +323,18 @@ impl RuntimeHandle {
     /// See [`Runtime::execute`].
     pub fn execute(&self, root: AsyncSteps) {
         self.core.submit(Job::new(root, None));
+    }
+
+    /// See [`Runtime::spawn_balanced`].
+    pub fn spawn_balanced<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
+        let c = Completion::for_runtime(self.core.id);
+        self.core.submit_balanced(Job::new(root, Some(c.clone())));
+        Promise::new(c)
+    }
+
+    /// See [`Runtime::execute_balanced`].
+    pub fn execute_balanced(&self, root: AsyncSteps) {
+        self.core.submit_balanced(Job::new(root, None));
     }
 
     /// Number of loops.
