@@ -12,8 +12,11 @@
 //! shuts down (open connections are cancelled on their own loops and their
 //! sockets closed), and the process exits with status 0.
 
-use futoin_asyncsteps::io::{net, Interest, Ready};
-use futoin_asyncsteps::{AsyncSteps, Runtime, RuntimeHandle, TakeOnce};
+#[path = "common/serve.rs"]
+mod serve;
+
+use futoin_asyncsteps::io::net;
+use futoin_asyncsteps::{AsyncSteps, Runtime, TakeOnce};
 use mio::net::{TcpListener, TcpStream};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -25,61 +28,26 @@ use std::sync::Arc;
 fn connection(conn: TcpStream, served: Arc<AtomicU64>) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let c = s.stack(conn.take()?);
-        s.loop_(move |s| {
-            net::read_some(s, c, 16 * 1024);
-            s.add(move |s, (data,): (Vec<u8>,)| {
-                if data.is_empty() {
-                    return s.break_loop(); // the client closed
-                }
-                net::write_all(s, c, data);
+    root.add_catch(
+        move |s, ()| {
+            let c = s.stack(conn.take()?);
+            s.loop_(move |s| {
+                net::read_some(s, c, 16 * 1024);
+                s.add(move |s, (data,): (Vec<u8>,)| {
+                    if data.is_empty() {
+                        return s.break_loop(); // the client closed
+                    }
+                    net::write_all(s, c, data);
+                    Ok(())
+                });
                 Ok(())
             });
             Ok(())
-        });
-        Ok(())
-    });
+        },
+        serve::end_quietly_on_comm_error,
+    );
     root.add(move |_, ()| {
         served.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    });
-    root
-}
-
-/// Accepts forever, handing each connection to a flow on the least busy
-/// loop.
-fn acceptor(listener: TcpListener, rt: RuntimeHandle, served: Arc<AtomicU64>) -> AsyncSteps {
-    let listener = TakeOnce::new(listener);
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let l = s.stack(listener.take()?);
-        let (rt, served) = (rt.clone(), served.clone());
-        s.loop_(move |s| {
-            net::accept(s, l);
-            let (rt, served) = (rt.clone(), served.clone());
-            s.add(move |_, (conn, _peer): (TcpStream, SocketAddr)| {
-                rt.execute_balanced(connection(conn, served));
-                Ok(())
-            });
-            Ok(())
-        });
-        Ok(())
-    });
-    root
-}
-
-/// Completes when SIGINT or SIGTERM arrives.
-fn until_signal(signals: Signals) -> AsyncSteps {
-    let signals = TakeOnce::new(signals);
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let sig = s.stack(signals.take()?);
-        s.add(move |s, ()| s.wait_io(sig, Interest::READABLE));
-        s.add(move |s, (_,): (Ready,)| {
-            let got: Vec<i32> = s.stack_get(sig)?.pending().collect();
-            s.success((got.first().copied().unwrap_or(SIGINT),))
-        });
         Ok(())
     });
     root
@@ -99,8 +67,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let served = Arc::new(AtomicU64::new(0));
     let signals = Signals::new([SIGINT, SIGTERM])?;
-    let stop = rt.spawn::<(i32,)>(until_signal(signals));
-    let accepting = rt.spawn::<()>(acceptor(listener, rt.handle(), served.clone()));
+    let stop = rt.spawn::<(i32,)>(serve::until_signal(signals));
+    let served2 = served.clone();
+    let accepting = rt.spawn::<()>(serve::acceptor(listener, rt.handle(), move |conn| {
+        connection(conn, served2.clone())
+    }));
 
     let (sig,) = stop.wait()?;
     println!("signal {sig}: stopping");

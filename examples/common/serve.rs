@@ -1,0 +1,64 @@
+//! Shared by the server examples: accepting on a listener and handing
+//! each connection to a flow of its own, and stopping on a signal.
+
+use futoin_asyncsteps::io::{net, Interest, Ready};
+use futoin_asyncsteps::{AsyncSteps, RuntimeHandle, TakeOnce};
+use mio::net::{TcpListener, TcpStream};
+use signal_hook::consts::SIGINT;
+use signal_hook_mio::v1_0::Signals;
+use std::net::SocketAddr;
+
+/// Accepts forever; each connection becomes the flow `serve(conn)` on the
+/// least busy loop.
+pub fn acceptor(
+    listener: TcpListener,
+    rt: RuntimeHandle,
+    serve: impl Fn(TcpStream) -> AsyncSteps + Clone + Send + 'static,
+) -> AsyncSteps {
+    let listener = TakeOnce::new(listener);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let l = s.stack(listener.take()?);
+        let (rt, serve) = (rt.clone(), serve.clone());
+        s.loop_(move |s| {
+            net::accept(s, l);
+            let (rt, serve) = (rt.clone(), serve.clone());
+            s.add(move |_, (conn, _peer): (TcpStream, SocketAddr)| {
+                rt.execute_balanced(serve(conn));
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    root
+}
+
+/// Error handler for a connection's flow: a peer that resets or breaks
+/// the connection ends that flow quietly; anything else goes on.
+pub fn end_quietly_on_comm_error(
+    s: &mut futoin_asyncsteps::Step<'_>,
+    e: &futoin_asyncsteps::Error,
+) -> futoin_asyncsteps::StepResult {
+    if e.code() == futoin_asyncsteps::codes::COMM_ERROR {
+        s.success(())
+    } else {
+        Ok(())
+    }
+}
+
+/// Completes with the number of the first of `signals` to arrive.
+pub fn until_signal(signals: Signals) -> AsyncSteps {
+    let signals = TakeOnce::new(signals);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let sig = s.stack(signals.take()?);
+        s.add(move |s, ()| s.wait_io(sig, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            let first = s.stack_get(sig)?.pending().next().unwrap_or(SIGINT);
+            s.success((first,))
+        });
+        Ok(())
+    });
+    root
+}
