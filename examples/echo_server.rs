@@ -12,46 +12,18 @@
 //! shuts down (open connections are cancelled on their own loops and their
 //! sockets closed), and the process exits with status 0.
 
+#[path = "common/echo.rs"]
+mod echo;
 #[path = "common/serve.rs"]
 mod serve;
 
-use futoin_asyncsteps::io::net;
-use futoin_asyncsteps::{AsyncSteps, Runtime, TakeOnce};
-use mio::net::{TcpListener, TcpStream};
+use futoin_asyncsteps::Runtime;
+use mio::net::TcpListener;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// One connection: read some, write it back, until end of stream.
-fn connection(conn: TcpStream, served: Arc<AtomicU64>) -> AsyncSteps {
-    let conn = TakeOnce::new(conn);
-    let mut root = AsyncSteps::new();
-    root.add_catch(
-        move |s, ()| {
-            let c = s.stack(conn.take()?);
-            s.loop_(move |s| {
-                net::read_some(s, c, 16 * 1024);
-                s.add(move |s, (data,): (Vec<u8>,)| {
-                    if data.is_empty() {
-                        return s.break_loop(); // the client closed
-                    }
-                    net::write_all(s, c, data);
-                    Ok(())
-                });
-                Ok(())
-            });
-            Ok(())
-        },
-        serve::end_quietly_on_comm_error,
-    );
-    root.add(move |_, ()| {
-        served.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    });
-    root
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: SocketAddr = std::env::args()
@@ -70,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stop = rt.spawn::<(i32,)>(serve::until_signal(signals));
     let served2 = served.clone();
     let accepting = rt.spawn::<()>(serve::acceptor(listener, rt.handle(), move |conn| {
-        connection(conn, served2.clone())
+        echo::connection(conn, served2.clone())
     }));
 
     let (sig,) = stop.wait()?;

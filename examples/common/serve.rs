@@ -48,6 +48,7 @@ pub fn end_quietly_on_comm_error(
 }
 
 /// Completes with the number of the first of `signals` to arrive.
+#[allow(dead_code)] // the benchmark includes this file without it
 pub fn until_signal(signals: Signals) -> AsyncSteps {
     let signals = TakeOnce::new(signals);
     let mut root = AsyncSteps::new();
