@@ -241,3 +241,67 @@ fn a_flow_on_a_runtime_loop_accepts_a_connection() {
     let (port,) = p.wait().unwrap();
     assert_eq!(port, client.local_addr().unwrap().port());
 }
+
+#[test]
+fn readiness_between_two_waits_is_kept_for_the_next_wait() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let r = Recorder::default();
+    let gate: Slot<futoin_asyncsteps::ExternalHandle> = slot();
+    let (r2, g2) = (r.clone(), gate.clone());
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take()?);
+        let (r, g, r3) = (r2.clone(), g2.clone(), r2.clone());
+        s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            r.push(String::from_utf8(drain(s, conn)?).unwrap());
+            // Not waiting on the socket now: park until the test says so.
+            *g.lock().unwrap() = Some(s.wait_external());
+            Ok(())
+        });
+        s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            r3.push(String::from_utf8(drain(s, conn)?).unwrap());
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client.write_all(b"a").unwrap();
+    while gate.lock().unwrap().is_none() {
+        tool.iterate(Some(Duration::from_millis(100))).unwrap();
+    }
+    // The edge for "b" comes while no step waits on the socket.
+    client.write_all(b"b").unwrap();
+    tool.iterate(Some(Duration::from_millis(50))).unwrap();
+    assert_eq!(tool.stats().io, 1, "still registered, nobody waiting");
+    gate.lock().unwrap().take().unwrap().success(()).unwrap();
+    tool.block_on(p).unwrap();
+    assert_eq!(r.get(), ["a", "b"]);
+    assert_eq!(tool.stats().io, 0);
+}
+
+#[test]
+fn two_steps_cannot_wait_on_one_source_at_once() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take()?);
+        s.parallel()
+            .add(move |s, ()| s.wait_io(conn, Interest::READABLE))
+            .add(move |s, ()| s.wait_io(conn, Interest::READABLE));
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::INTERNAL_ERROR,
+            Some("wait_io(): another step already waits on this source")
+        )
+    );
+    assert_eq!(tool.stats().io, 0);
+}

@@ -36,19 +36,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The source is registered with the loop's `mio::Registry` when the step
-//! starts waiting and deregistered when that step ends in any way (the
-//! event came, a timeout, a cancel, an error elsewhere), so no event is
-//! delivered later and the source can be waited on again. Readiness is
-//! edge-triggered as in mio: after a readable event, read until
-//! `WouldBlock` before waiting again.
+//! The source is registered with the loop's `mio::Registry` on its first
+//! wait and deregistered when the step that owns it on the stack ends; a
+//! wait that ends in any way (the event came, a timeout, a cancel, an error
+//! elsewhere) gets no event later. Readiness is edge-triggered as in mio,
+//! but an edge that comes between two waits is kept and completes the next
+//! wait at once; still, after a readable event, read until `WouldBlock`
+//! before waiting again, or the next wait may return at once.
 
 pub mod net;
+pub(crate) mod reactor;
 
 use crate::args::{ArgValue, IntoArgs};
 use crate::error::{Error, StepResult};
 use crate::steps::step::{StackRef, Step};
-use crate::tool::scheduler::FlowKey;
+use crate::tool::scheduler::IoKey;
+use crate::tool::shared::Msg;
+use reactor::{Begin, Reactor};
 use std::any::Any;
 
 pub use mio::Interest;
@@ -83,23 +87,28 @@ impl Ready {
     }
 }
 
-/// A step's registration, kept in its frame until the frame ends.
+/// A waiting step's wait, kept in its frame: ending the frame (however)
+/// ends the wait.
 pub(crate) struct IoWait {
-    pub key: crate::tool::scheduler::IoKey,
-    /// Where the source lives: frame `seq` of strand `sid` (or an
-    /// ancestor strand), stack slot `idx`.
-    pub sid: u32,
+    pub key: IoKey,
+    pub strand: u32,
     pub seq: u32,
-    pub idx: u32,
-    /// Deregisters the source (the type is known only where it was
-    /// registered).
-    pub deregister: fn(&mut dyn Any, &mio::Registry),
 }
 
-fn deregister_as<S: mio::event::Source + 'static>(v: &mut dyn Any, r: &mio::Registry) {
-    if let Some(s) = v.downcast_mut::<S>() {
-        // A source whose fd is already closed is gone from epoll anyway.
-        let _ = r.deregister(s);
+/// A source on a frame's stack that is registered with the reactor; the
+/// frame deregisters it when it ends, before the source is dropped.
+pub(crate) struct Registered {
+    pub idx: u32,
+    pub key: IoKey,
+    /// Deregisters the source (its type is known only where it was
+    /// registered).
+    pub deregister: fn(&mut dyn Any, &mut Reactor, IoKey),
+}
+
+fn deregister_as<S: mio::event::Source + 'static>(v: &mut dyn Any, r: &mut Reactor, k: IoKey) {
+    match v.downcast_mut::<S>() {
+        Some(s) => r.deregister(k, s),
+        None => r.forget(k),
     }
 }
 
@@ -110,19 +119,23 @@ impl Step<'_> {
     ///
     /// Combine it with [`set_timeout`](Step::set_timeout) for a deadline
     /// and [`set_cancel`](Step::set_cancel) as usual: however the step
-    /// ends, the source is deregistered and no event arrives later.
+    /// ends, no event reaches it later. The source stays registered (one
+    /// token, no syscall for the next wait) until the step that owns it on
+    /// the stack ends; readiness that arrives between two waits completes
+    /// the next wait at once.
     ///
     /// Errors (`InternalError`, the step fails): on a loop without a
     /// reactor (a [`TestTool`](crate::TestTool)); in an error handler; a
-    /// second `wait_io` in the same step; a `StackRef` of another flow or
-    /// of a step that has ended; and a registration the reactor refuses
-    /// (for example a source already registered elsewhere).
+    /// second `wait_io` in the same step; another step already waiting on
+    /// the same source; a `StackRef` of another flow or of a step that has
+    /// ended; and a registration the reactor refuses (for example a source
+    /// already registered elsewhere).
     pub fn wait_io<S: mio::event::Source + 'static>(
         &mut self,
         source: StackRef<S>,
         interest: Interest,
     ) -> StepResult {
-        if self.sched.io_registry().is_none() {
+        if self.sched.io.is_none() {
             return Err(Error::internal(
                 "wait_io(): this loop has no I/O reactor (TestTool); \
                  run the flow on an AsyncTool or a Runtime",
@@ -133,7 +146,7 @@ impl Step<'_> {
                 "wait_io(): the source belongs to another flow",
             ));
         }
-        let (sid, depth) = (self.sid, self.depth);
+        let (sid, depth, flow) = (self.sid, self.depth, self.flow.key);
         let here = &self.flow.st(sid).frames[depth];
         if here.extra.as_ref().is_some_and(|x| x.io.is_some()) {
             return Err(Error::internal(
@@ -144,36 +157,126 @@ impl Step<'_> {
         if !self.waiting_allowed("wait_io() is not allowed in an error handler") {
             return Ok(()); // the misuse fails the step
         }
-        let flow: FlowKey = self.flow.key;
-        let key = self.sched.io_insert(flow, sid, seq);
-        let token = crate::tool::scheduler::io_token(key);
-        let src = self
+        let reactor = self.sched.io.as_mut().expect("checked");
+        let ended = || Error::internal("wait_io(): the step that owns the source has ended");
+        let owner = self
             .flow
             .find_frame(sid, source.seq)
-            .and_then(|f| f.extra.as_mut())
-            .and_then(|x| x.stack.get_mut(source.idx as usize))
-            .and_then(|b| (**b).downcast_mut::<S>());
-        let reg = self.sched.io_registry().expect("checked");
-        let r = match src {
-            Some(s) => reg.register(s, token, interest).map_err(|e| {
-                Error::internal(format!("wait_io(): the reactor refused the source: {e}"))
-            }),
-            None => Err(Error::internal(
-                "wait_io(): the step that owns the source has ended",
-            )),
+            .and_then(|f| f.extra.as_deref_mut())
+            .ok_or_else(ended)?;
+        let crate::steps::frame::Extra { stack, sources, .. } = owner;
+        let src = stack
+            .get_mut(source.idx as usize)
+            .and_then(|b| (**b).downcast_mut::<S>())
+            .ok_or_else(ended)?;
+        let refused = |e: std::io::Error| {
+            Error::internal(format!("wait_io(): the reactor refused the source: {e}"))
         };
-        if let Err(e) = r {
-            self.sched.io_remove(key);
-            return Err(e);
+        let key = match sources
+            .iter()
+            .find(|r| r.idx == source.idx && reactor.contains(r.key))
+        {
+            Some(r) => {
+                reactor.widen(r.key, src, interest).map_err(refused)?;
+                r.key
+            }
+            None => {
+                let key = reactor.register(src, flow, interest).map_err(refused)?;
+                sources.retain(|r| r.idx != source.idx);
+                sources.push(Registered {
+                    idx: source.idx,
+                    key,
+                    deregister: deregister_as::<S>,
+                });
+                key
+            }
+        };
+        let begun = reactor.begin(key, sid, seq, interest).map_err(|()| {
+            Error::internal("wait_io(): another step already waits on this source")
+        })?;
+        if let Begin::Ready(r) = begun {
+            // Readiness came before this wait: complete on the next turn.
+            self.sched.shared.send(Msg::Complete {
+                flow,
+                strand: sid,
+                seq,
+                result: Ok(ready_args(r)),
+            });
         }
         self.flow.extra_of(sid, depth).io = Some(IoWait {
             key,
-            sid,
-            seq: source.seq,
-            idx: source.idx,
-            deregister: deregister_as::<S>,
+            strand: sid,
+            seq,
         });
         Ok(())
+    }
+
+    /// Deregisters `source` from the loop's reactor now, instead of when
+    /// the step that owns it ends: call it before moving a source that
+    /// has been waited on out of the stack (to another flow, say), so it
+    /// can be registered there. A no-op for a source never waited on.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::io::{Interest, Ready};
+    /// use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
+    ///
+    /// let mut tool = AsyncTool::new()?;
+    /// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// let _client = std::net::TcpStream::connect(l.local_addr()?)?;
+    /// let (server, _) = l.accept()?;
+    /// server.set_nonblocking(true)?;
+    /// let server = TakeOnce::new(Some(mio::net::TcpStream::from_std(server)));
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |s, ()| {
+    ///     let conn = s.stack(ShareableStream(server.take()?));
+    ///     s.add(move |s, ()| s.wait_io(conn, Interest::WRITABLE));
+    ///     s.add(move |s, (_,): (Ready,)| {
+    ///         s.release_io(conn);
+    ///         let stream = s.stack_get(conn)?.0.take().unwrap();
+    ///         s.success((stream.peer_addr().is_ok(),))
+    ///     });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(bool,)>(p).unwrap(), (true,));
+    ///
+    /// /// A stream that can be moved out of the stack.
+    /// struct ShareableStream(Option<mio::net::TcpStream>);
+    /// impl mio::event::Source for ShareableStream {
+    ///     fn register(&mut self, r: &mio::Registry, t: mio::Token, i: Interest) -> std::io::Result<()> {
+    ///         self.0.as_mut().unwrap().register(r, t, i)
+    ///     }
+    ///     fn reregister(&mut self, r: &mio::Registry, t: mio::Token, i: Interest) -> std::io::Result<()> {
+    ///         self.0.as_mut().unwrap().reregister(r, t, i)
+    ///     }
+    ///     fn deregister(&mut self, r: &mio::Registry) -> std::io::Result<()> {
+    ///         self.0.as_mut().map_or(Ok(()), |s| s.deregister(r))
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release_io<S: mio::event::Source + 'static>(&mut self, source: StackRef<S>) {
+        if source.flow != self.flow.key {
+            return;
+        }
+        let Some(reactor) = self.sched.io.as_mut() else {
+            return;
+        };
+        let Some(owner) = self
+            .flow
+            .find_frame(self.sid, source.seq)
+            .and_then(|f| f.extra.as_deref_mut())
+        else {
+            return;
+        };
+        let crate::steps::frame::Extra { stack, sources, .. } = owner;
+        if let Some(pos) = sources.iter().position(|r| r.idx == source.idx) {
+            let r = sources.remove(pos);
+            match stack.get_mut(r.idx as usize) {
+                Some(v) => (r.deregister)(&mut **v, reactor, r.key),
+                None => reactor.forget(r.key),
+            }
+        }
     }
 }
 

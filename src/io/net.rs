@@ -266,7 +266,9 @@ pub fn connect(s: &mut Step<'_>, addr: SocketAddr, timeout: Duration) {
                 }
                 Err(e) => return Err(comm("connect", e)),
             }
-            let stream = slot.0.take().expect("connecting");
+            // Leave the reactor before leaving the stack.
+            s.release_io(c);
+            let stream = s.stack_get(c)?.0.take().expect("connecting");
             s.success((stream,))
         });
         Ok(())

@@ -612,12 +612,18 @@ impl Flow {
         if let Some(t) = x.timer.take() {
             sched.cancel_task(t);
         }
-        if let Some(w) = x.io.take() {
-            self.end_io(sched, f, w);
+        if let Some(io) = sched.io.as_mut() {
+            if let Some(w) = x.io.take() {
+                io.end_wait(w.key, w.strand, w.seq);
+            }
+            // Sources this frame owns: deregister them while they live.
+            for r in std::mem::take(&mut x.sources) {
+                match x.stack.get_mut(r.idx as usize) {
+                    Some(v) => (r.deregister)(&mut **v, io, r.key),
+                    None => io.forget(r.key),
+                }
+            }
         }
-        let Some(x) = f.extra.as_mut() else {
-            return;
-        };
         if cancel {
             if let Some(par) = x.par.take() {
                 for (b, g) in par.branches {
@@ -639,23 +645,6 @@ impl Flow {
             // The step's activity ended without a cancel: its callback is
             // never to run later.
             x.cancel = None;
-        }
-    }
-
-    /// Deregisters the source of an I/O wait that ends with frame `f`. The
-    /// source lives in `f` itself or in an enclosing frame.
-    fn end_io(&mut self, sched: &mut Scheduler, f: &mut Frame, w: crate::io::IoWait) {
-        sched.io_remove(w.key);
-        let holder = if f.seq == w.seq {
-            Some(f)
-        } else {
-            self.find_frame(w.sid, w.seq)
-        };
-        let src = holder
-            .and_then(|h| h.extra.as_mut())
-            .and_then(|x| x.stack.get_mut(w.idx as usize));
-        if let (Some(v), Some(reg)) = (src, sched.io_registry()) {
-            (w.deregister)(&mut **v, reg);
         }
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct Extra {
     pub holds: smallvec::SmallVec<[crate::sync::Hold; 1]>,
     /// An I/O readiness wait of this step (`Step::wait_io`).
     pub io: Option<crate::io::IoWait>,
+    /// Sources on this frame's stack registered with the reactor.
+    pub sources: smallvec::SmallVec<[crate::io::Registered; 1]>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
     pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,

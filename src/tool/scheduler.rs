@@ -20,21 +20,8 @@ new_key_type! {
     pub struct TaskHandle;
     /// Identifies a flow on its loop.
     pub(crate) struct FlowKey;
-    /// Identifies an I/O readiness wait (its mio token).
+    /// Identifies a source registered with the loop's reactor.
     pub(crate) struct IoKey;
-}
-
-/// The mio token of an I/O wait.
-pub(crate) fn io_token(k: IoKey) -> mio::Token {
-    use slotmap::Key;
-    mio::Token(k.data().as_ffi() as usize)
-}
-
-/// The loop's reactor side: its registry and the steps waiting on it.
-struct IoReg {
-    registry: mio::Registry,
-    /// (flow, strand, frame seq) of each waiting step.
-    waits: SlotMap<IoKey, (FlowKey, u32, u32)>,
 }
 
 /// Steps a flow may run before it yields the loop to other work.
@@ -140,7 +127,7 @@ pub struct Scheduler {
     pub(crate) args: Args,
     unhandled: Option<ErrorHook>,
     /// `None` on a loop without a reactor (`TestTool`).
-    io: Option<IoReg>,
+    pub(crate) io: Option<crate::io::reactor::Reactor>,
     stopped: bool,
     /// Marks the creating thread as a loop owner while the loop lives.
     _owner: OwnerGuard,
@@ -173,47 +160,26 @@ impl Scheduler {
 
     /// Gives this loop a reactor (`AsyncTool`).
     pub(crate) fn set_registry(&mut self, registry: mio::Registry) {
-        self.io = Some(IoReg {
-            registry,
-            waits: SlotMap::with_key(),
-        });
+        self.io = Some(crate::io::reactor::Reactor::new(registry));
     }
 
-    pub(crate) fn io_registry(&self) -> Option<&mio::Registry> {
-        self.io.as_ref().map(|io| &io.registry)
-    }
-
-    /// Steps waiting for I/O on this loop.
+    /// Sources registered with this loop's reactor.
     pub(crate) fn io_waits(&self) -> usize {
-        self.io.as_ref().map_or(0, |io| io.waits.len())
+        self.io.as_ref().map_or(0, |io| io.len())
     }
 
-    pub(crate) fn io_insert(&mut self, flow: FlowKey, strand: u32, seq: u32) -> IoKey {
-        let io = self.io.as_mut().expect("a loop with a reactor");
-        io.waits.insert((flow, strand, seq))
-    }
-
-    pub(crate) fn io_remove(&mut self, k: IoKey) {
-        if let Some(io) = &mut self.io {
-            io.waits.remove(k);
-        }
-    }
-
-    /// A readiness event: completes the waiting step it names, if it still
-    /// waits (a stale token, or a second event in the same batch, is
-    /// ignored).
+    /// A readiness event: completes the step waiting on that source, or
+    /// keeps the readiness for the next wait.
     pub(crate) fn io_event(&mut self, ev: &mio::event::Event) {
-        let k = IoKey::from(slotmap::KeyData::from_ffi(ev.token().0 as u64));
-        let Some((flow, strand, seq)) = self.io.as_mut().and_then(|io| io.waits.remove(k)) else {
+        let Some((flow, strand, seq, ready)) = self.io.as_mut().and_then(|io| io.event(ev)) else {
             return;
         };
-        let result = Ok(crate::io::ready_args(crate::io::Ready::of(ev)));
         self.drive(
             flow,
             Resume::Complete {
                 strand,
                 seq,
-                result,
+                result: Ok(crate::io::ready_args(ready)),
             },
         );
     }

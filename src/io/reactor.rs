@@ -1,0 +1,180 @@
+//! The loop's side of I/O readiness: which sources are registered with the
+//! mio registry, which step (if any) waits on each, and readiness that came
+//! while no step waited.
+//!
+//! A source is registered on its first wait and stays registered (under
+//! one token, edge-triggered) until the step that owns it on the stack
+//! ends; then it is deregistered. Waiting again costs no syscall. An event
+//! that arrives while no step waits is kept and completes the next wait at
+//! once, so an edge is never lost between two waits.
+
+use super::Ready;
+use crate::tool::scheduler::{FlowKey, IoKey};
+use slotmap::{Key, KeyData, SlotMap};
+
+/// One registered source.
+struct Reg {
+    flow: FlowKey,
+    /// The interest it is registered with.
+    interest: mio::Interest,
+    /// The waiting step: (strand, frame seq, what it waits for).
+    waiter: Option<(u32, u32, mio::Interest)>,
+    /// Readiness seen while no step waited for it.
+    pending: Ready,
+}
+
+/// The registry and the registered sources of one loop.
+pub(crate) struct Reactor {
+    registry: mio::Registry,
+    regs: SlotMap<IoKey, Reg>,
+}
+
+/// What a wait found when it started.
+pub(crate) enum Begin {
+    /// Readiness came earlier: the step completes at once with it.
+    Ready(Ready),
+    /// The step waits for an event.
+    Wait,
+}
+
+fn token(k: IoKey) -> mio::Token {
+    mio::Token(k.data().as_ffi() as usize)
+}
+
+/// Whether `r` answers a wait for `i` (closed and error states answer
+/// any wait: the operation will not block, it will fail or end).
+fn answers(r: &Ready, i: mio::Interest) -> bool {
+    (i.is_readable() && (r.readable || r.read_closed))
+        || (i.is_writable() && (r.writable || r.write_closed))
+        || r.error
+}
+
+fn merge(a: &mut Ready, b: Ready) {
+    a.readable |= b.readable;
+    a.writable |= b.writable;
+    a.read_closed |= b.read_closed;
+    a.write_closed |= b.write_closed;
+    a.error |= b.error;
+}
+
+impl Reactor {
+    pub(crate) fn new(registry: mio::Registry) -> Self {
+        Reactor {
+            registry,
+            regs: SlotMap::with_key(),
+        }
+    }
+
+    /// Registered sources.
+    pub(crate) fn len(&self) -> usize {
+        self.regs.len()
+    }
+
+    /// Registers `src` for `flow` (its first wait).
+    pub(crate) fn register<S: mio::event::Source + ?Sized>(
+        &mut self,
+        src: &mut S,
+        flow: FlowKey,
+        interest: mio::Interest,
+    ) -> std::io::Result<IoKey> {
+        let k = self.regs.insert(Reg {
+            flow,
+            interest,
+            waiter: None,
+            pending: Ready::default(),
+        });
+        if let Err(e) = self.registry.register(src, token(k), interest) {
+            self.regs.remove(k);
+            return Err(e);
+        }
+        Ok(k)
+    }
+
+    /// True when `k` is still registered (its owner has not ended).
+    pub(crate) fn contains(&self, k: IoKey) -> bool {
+        self.regs.contains_key(k)
+    }
+
+    /// Widens the registration of `k` to include `interest` if needed.
+    pub(crate) fn widen<S: mio::event::Source + ?Sized>(
+        &mut self,
+        k: IoKey,
+        src: &mut S,
+        interest: mio::Interest,
+    ) -> std::io::Result<()> {
+        let Some(r) = self.regs.get_mut(k) else {
+            return Ok(());
+        };
+        let want = r.interest.add(interest);
+        if want != r.interest {
+            self.registry.reregister(src, token(k), want)?;
+            r.interest = want;
+        }
+        Ok(())
+    }
+
+    /// Step `(strand, seq)` starts waiting on `k` for `interest`. `Err`:
+    /// another step waits on this source already.
+    pub(crate) fn begin(
+        &mut self,
+        k: IoKey,
+        strand: u32,
+        seq: u32,
+        interest: mio::Interest,
+    ) -> Result<Begin, ()> {
+        let Some(r) = self.regs.get_mut(k) else {
+            return Err(());
+        };
+        if r.waiter.is_some() {
+            return Err(());
+        }
+        if answers(&r.pending, interest) {
+            let got = std::mem::take(&mut r.pending);
+            return Ok(Begin::Ready(got));
+        }
+        r.waiter = Some((strand, seq, interest));
+        Ok(Begin::Wait)
+    }
+
+    /// The waiting step `(strand, seq)` ended (any way): it waits no more.
+    pub(crate) fn end_wait(&mut self, k: IoKey, strand: u32, seq: u32) {
+        if let Some(r) = self.regs.get_mut(k) {
+            if matches!(r.waiter, Some((s, q, _)) if (s, q) == (strand, seq)) {
+                r.waiter = None;
+            }
+        }
+    }
+
+    /// The owner of the source ends: deregister it (the source is still
+    /// alive) and forget it.
+    pub(crate) fn deregister<S: mio::event::Source + ?Sized>(&mut self, k: IoKey, src: &mut S) {
+        if self.regs.remove(k).is_some() {
+            // A source whose fd is already closed is gone from epoll anyway.
+            let _ = self.registry.deregister(src);
+        }
+    }
+
+    /// Forgets `k` without touching the source (it is gone).
+    pub(crate) fn forget(&mut self, k: IoKey) {
+        self.regs.remove(k);
+    }
+
+    /// An event: the step to complete, with what it saw, or `None` (the
+    /// readiness is kept for the next wait, or the token is stale).
+    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<(FlowKey, u32, u32, Ready)> {
+        let k = IoKey::from(KeyData::from_ffi(ev.token().0 as u64));
+        let r = self.regs.get_mut(k)?;
+        let mut seen = std::mem::take(&mut r.pending);
+        merge(&mut seen, Ready::of(ev));
+        match r.waiter {
+            Some((strand, seq, interest)) if answers(&seen, interest) => {
+                r.waiter = None;
+                Some((r.flow, strand, seq, seen))
+            }
+            _ => {
+                r.pending = seen;
+                None
+            }
+        }
+    }
+}
