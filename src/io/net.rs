@@ -76,34 +76,49 @@ fn comm(what: &str, e: io::Error) -> Error {
 
 /// Runs `attempt` until it gives a value, waiting for `interest` on `src`
 /// whenever it says `WouldBlock` (`Ok(None)`); then the calling step
-/// succeeds with `done(value)`.
-fn retry<S, T, A>(
-    s: &mut Step<'_>,
-    src: StackRef<S>,
-    interest: Interest,
-    mut attempt: impl FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
-    done: impl FnOnce(T) -> A + 'static,
-) where
+/// succeeds with `done(value)`. One sub-step when the operation can be
+/// done at once; a loop of wait-and-retry steps only when it blocks.
+fn retry<S, T, A, F, D>(s: &mut Step<'_>, src: StackRef<S>, interest: Interest, attempt: F, done: D)
+where
     S: mio::event::Source + 'static,
     T: 'static,
     A: crate::args::IntoArgs + 'static,
+    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    D: FnOnce(T) -> A + 'static,
 {
-    let out: Rc<RefCell<Option<T>>> = Rc::default();
-    let o = out.clone();
-    s.loop_(move |s| match attempt(s.stack_get(src)?)? {
-        Some(v) => {
-            *o.borrow_mut() = Some(v);
-            s.break_loop()
+    s.add(move |s, ()| {
+        let attempt = Rc::new(RefCell::new(attempt));
+        if let Some(v) = (attempt.borrow_mut())(s.stack_get(src)?)? {
+            return s.success(done(v));
         }
-        None => {
+        let out: Rc<RefCell<Option<T>>> = Rc::default();
+        let o = out.clone();
+        s.loop_(move |s| {
             s.add(move |s, ()| s.wait_io(src, interest));
+            let (attempt, o) = (attempt.clone(), o.clone());
+            s.add(move |s, (_,): (Ready,)| {
+                match (attempt.borrow_mut())(s.stack_get(src)?)? {
+                    Some(v) => {
+                        *o.borrow_mut() = Some(v);
+                        s.break_loop()
+                    }
+                    None => Ok(()), // a spurious wake-up: wait again
+                }
+            });
             Ok(())
-        }
+        });
+        s.add(move |s, ()| match out.borrow_mut().take() {
+            Some(v) => s.success(done(v)),
+            None => Err(Error::internal("net: the loop ended without a result")),
+        });
+        Ok(())
     });
-    s.add(move |s, ()| match out.borrow_mut().take() {
-        Some(v) => s.success(done(v)),
-        None => Err(Error::internal("net: the loop ended without a result")),
-    });
+}
+
+thread_local! {
+    /// Where `read_some` reads before copying out exactly what came: no
+    /// large buffer is allocated and zeroed per read.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Accepts one connection on `listener`; the calling step's result is
@@ -128,26 +143,28 @@ pub fn accept(s: &mut Step<'_>, listener: StackRef<TcpListener>) {
 }
 
 /// Reads what is available, up to `max` bytes (at least one, unless the
-/// peer closed: then it is empty). The result is `(Vec<u8>,)`.
+/// peer closed: then it is empty; `max` is capped at 1 MiB). The result is
+/// `(Vec<u8>,)`.
 pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
-    let max = max.max(1);
+    let max = max.clamp(1, 1 << 20);
     retry(
         s,
         conn,
         Interest::READABLE,
         move |c| {
-            let mut buf = vec![0u8; max];
-            loop {
-                match c.read(&mut buf) {
-                    Ok(n) => {
-                        buf.truncate(n);
-                        return Ok(Some(buf));
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(comm("read", e)),
+            SCRATCH.with_borrow_mut(|buf| {
+                if buf.len() < max {
+                    buf.resize(max, 0);
                 }
-            }
+                loop {
+                    match c.read(&mut buf[..max]) {
+                        Ok(n) => return Ok(Some(buf[..n].to_vec())),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(comm("read", e)),
+                    }
+                }
+            })
         },
         |buf| (buf,),
     );
