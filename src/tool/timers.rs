@@ -37,6 +37,8 @@ pub(crate) struct Timers<T: Ord> {
     occupied: [u64; WORDS],
     far: BinaryHeap<Reverse<Entry<T>>>,
     len: usize,
+    /// Entries in `slots` (so an empty ring is not scanned).
+    in_slots: usize,
 }
 
 /// One timer: ordered by time, then by insertion order.
@@ -60,6 +62,7 @@ impl<T: Ord> Timers<T> {
             occupied: [0; WORDS],
             far: BinaryHeap::new(),
             len: 0,
+            in_slots: 0,
         }
     }
 
@@ -86,6 +89,7 @@ impl<T: Ord> Timers<T> {
             }
             let i = (t % SLOTS as u64) as usize;
             self.slots[i].push(e);
+            self.in_slots += 1;
             self.occupied[i / 64] |= 1 << (i % 64);
         } else {
             self.far.push(Reverse(e));
@@ -124,7 +128,8 @@ impl<T: Ord> Timers<T> {
                 }
             }
         }
-        self.len = self.due.len() + self.far.len() + self.slots.iter().map(Vec::len).sum::<usize>();
+        self.in_slots = self.slots.iter().map(Vec::len).sum::<usize>();
+        self.len = self.due.len() + self.far.len() + self.in_slots;
     }
 
     /// `due` is empty: move `cur` to the next tick that has timers and
@@ -140,6 +145,9 @@ impl<T: Ord> Timers<T> {
 
     /// The first non-empty slot's tick in `(cur, cur + SLOTS)`.
     fn next_occupied(&self) -> Option<u64> {
+        if self.in_slots == 0 {
+            return None;
+        }
         let start = ((self.cur + 1) % SLOTS as u64) as usize;
         // Scan the bitmap from `start`, wrapping once.
         for k in 0..=WORDS {
@@ -168,6 +176,7 @@ impl<T: Ord> Timers<T> {
             self.occupied[i / 64] &= !(1 << (i % 64));
             self.cur = s;
             let v = std::mem::take(&mut self.slots[i]);
+            self.in_slots -= v.len();
             self.due.extend(v.into_iter().map(Reverse));
             self.pull_far();
         }
