@@ -11,9 +11,10 @@
 //!
 //! Ctrl-C (SIGINT) or SIGTERM stops it cleanly (see `echo_server`).
 //!
-//! Limits, on purpose: request bodies are skipped by `Content-Length`
-//! (chunked request bodies get 400 and the connection closes), and a
-//! request head over 64 KiB gets 431 and the connection closes.
+//! Limits, on purpose: request bodies are skipped by `Content-Length` up
+//! to 1 MiB (larger ones get 413, chunked ones 400, and the connection
+//! closes), and a request head over 64 KiB gets 431 and the connection
+//! closes.
 
 #[path = "common/http.rs"]
 mod http;
@@ -62,5 +63,13 @@ mod tests {
         let second = text.find("404 Not Found").unwrap();
         assert!(first < second);
         assert_eq!(buf, b"GET", "the partial third request stays");
+    }
+
+    #[test]
+    fn a_huge_content_length_is_refused_not_buffered() {
+        let mut buf = b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n".to_vec();
+        let mut out = Vec::new();
+        assert!(answer(&mut buf, &mut out), "the connection closes");
+        assert!(String::from_utf8(out).unwrap().starts_with("HTTP/1.1 413 "));
     }
 }

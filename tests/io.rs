@@ -305,3 +305,166 @@ fn two_steps_cannot_wait_on_one_source_at_once() {
     );
     assert_eq!(tool.stats().io, 0);
 }
+
+#[test]
+fn a_readable_wait_does_not_use_up_a_writable_edge() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take()?);
+        s.add(move |s, ()| s.wait_io(conn, Interest::WRITABLE));
+        // Widens the registration to readable + writable.
+        s.add(move |s, (_,): (Ready,)| s.wait_io(conn, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| {
+            drain(s, conn)?;
+            Ok(())
+        });
+        s.add(move |s, ()| {
+            timed_wait_ok(s, conn, Interest::WRITABLE);
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<(bool,)>(&mut tool);
+    for _ in 0..5 {
+        tool.iterate(Some(Duration::from_millis(20))).unwrap();
+    }
+    client.write_all(b"x").unwrap();
+    // The socket stays writable: the last wait completes, no timeout.
+    assert_eq!(tool.block_on(p).unwrap(), (true,));
+}
+
+/// `timed_wait` reduced to "did it complete without a timeout".
+fn timed_wait_ok(s: &mut Step<'_>, conn: StackRef<TcpStream>, i: Interest) {
+    s.add_catch(
+        move |s, ()| {
+            s.set_timeout(Duration::from_millis(500));
+            s.wait_io(conn, i)
+        },
+        |s, _| s.success((Ready::default(),)),
+    );
+    s.add(|s, (r,): (Ready,)| s.success((r != Ready::default(),)));
+}
+
+#[test]
+fn kept_readiness_survives_a_wait_cancelled_before_it_was_delivered() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let gate: Slot<futoin_asyncsteps::ExternalHandle> = slot();
+    let g2 = gate.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take()?);
+        // Register the source, then stop waiting on it.
+        s.add_catch(
+            move |s, ()| {
+                s.set_timeout(Duration::from_millis(10));
+                s.wait_io(conn, Interest::READABLE)
+            },
+            |s, _| s.success(()),
+        );
+        let g = g2.clone();
+        s.add(move |s, ()| {
+            *g.lock().unwrap() = Some(s.wait_external());
+            Ok(())
+        });
+        // This wait finds the kept edge, but a sibling fails in the same
+        // turn and cancels it before the edge is handed over.
+        s.add_catch(
+            move |s, ()| {
+                s.parallel()
+                    .add(move |s, ()| s.wait_io(conn, Interest::READABLE))
+                    .add(|s, ()| s.error("Boom", "sibling failed"));
+                Ok(())
+            },
+            |s, _| s.success(()),
+        );
+        s.add(move |s, ()| {
+            timed_wait_ok(s, conn, Interest::READABLE);
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<(bool,)>(&mut tool);
+    while gate.lock().unwrap().is_none() {
+        tool.iterate(Some(Duration::from_millis(50))).unwrap();
+    }
+    client.write_all(b"data").unwrap();
+    tool.iterate(Some(Duration::from_millis(50))).unwrap(); // the edge is kept
+    gate.lock().unwrap().take().unwrap().success(()).unwrap();
+    assert_eq!(tool.block_on(p).unwrap(), (true,));
+}
+
+#[test]
+fn wait_io_with_sub_steps_or_success_in_one_step_is_refused() {
+    let mut tool = AsyncTool::new().unwrap();
+    let cases: [(
+        fn(&mut Step<'_>, StackRef<TcpStream>) -> futoin_asyncsteps::StepResult,
+        &str,
+    ); 3] = [
+        (
+            |s, c| {
+                s.wait_io(c, Interest::READABLE)?;
+                s.add(|_, ()| Ok(()));
+                Ok(())
+            },
+            "add() after wait_io(): the readiness completes this step",
+        ),
+        (
+            |s, c| {
+                s.wait_io(c, Interest::READABLE)?;
+                s.success(())
+            },
+            "success() after wait_io(): the readiness completes this step",
+        ),
+        (
+            |s, c| {
+                s.add(|_, ()| Ok(()));
+                s.wait_io(c, Interest::READABLE)
+            },
+            "wait_io() after add() or success() in the same step",
+        ),
+    ];
+    for (body, info) in cases {
+        let (_client, server) = pair();
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            let conn = s.stack(server.take()?);
+            s.add(move |s, ()| body(s, conn));
+            Ok(())
+        });
+        let p = root.promise::<()>(&mut tool);
+        let e = tool.block_on(p).unwrap_err();
+        assert_eq!((e.code(), e.info()), (codes::INTERNAL_ERROR, Some(info)));
+        assert_eq!(tool.stats().io, 0);
+    }
+}
+
+#[test]
+fn release_io_is_refused_while_a_step_waits_on_the_source() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let conn = s.stack(server.take()?);
+        s.parallel()
+            .add(move |s, ()| s.wait_io(conn, Interest::READABLE))
+            .add(move |s, ()| {
+                // Runs after the sibling started waiting.
+                s.add(move |s, ()| s.release_io(conn));
+                Ok(())
+            });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::INTERNAL_ERROR,
+            Some("release_io(): a step is waiting on this source")
+        )
+    );
+    assert_eq!(tool.stats().io, 0);
+}

@@ -9,6 +9,8 @@ use std::rc::Rc;
 
 const BODY: &[u8] = b"Hello from futoin-asyncsteps\n";
 const MAX_HEAD: usize = 64 * 1024;
+/// Request bodies are skipped; larger ones than this are refused (413).
+const MAX_BODY: usize = 1 << 20;
 
 /// Answers every complete request at the front of `buf` (removing it),
 /// appending the responses to `out`. Returns true when the connection is
@@ -59,6 +61,16 @@ pub fn answer(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
                     keep_alive = true;
                 }
             }
+        }
+        if body_len > MAX_BODY {
+            respond(
+                out,
+                "413 Content Too Large",
+                b"body too large\n",
+                false,
+                true,
+            );
+            return true;
         }
         let total = end + 4 + body_len;
         if buf.len() < total {

@@ -9,7 +9,9 @@ use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
 
 /// Accepts forever; each connection becomes the flow `serve(conn)` on the
-/// least busy loop.
+/// least busy loop. A failed accept (out of file descriptors, say) is
+/// reported on stderr and retried after 100 ms: the server never stops
+/// accepting on its own.
 pub fn acceptor(
     listener: TcpListener,
     rt: RuntimeHandle,
@@ -21,7 +23,30 @@ pub fn acceptor(
         let l = s.stack(listener.take()?);
         let (rt, serve) = (rt.clone(), serve.clone());
         s.loop_(move |s| {
-            net::accept(s, l);
+            s.add_catch(
+                move |s, ()| {
+                    net::accept(s, l);
+                    Ok(())
+                },
+                |s, e| {
+                    if e.code() != futoin_asyncsteps::codes::COMM_ERROR {
+                        return Ok(()); // not an accept failure: let it go on
+                    }
+                    // Out of descriptors or buffers, say: back off, retry.
+                    eprintln!(
+                        "accept failed ({}); retrying in 100 ms",
+                        e.info().unwrap_or("?")
+                    );
+                    s.add_catch(
+                        |s, ()| {
+                            s.set_timeout(std::time::Duration::from_millis(100));
+                            Ok(())
+                        },
+                        |s, _| s.continue_loop(),
+                    );
+                    Ok(())
+                },
+            );
             let (rt, serve) = (rt.clone(), serve.clone());
             s.add(move |_, (conn, _peer): (TcpStream, SocketAddr)| {
                 rt.execute_balanced(serve(conn));

@@ -146,6 +146,11 @@ impl Step<'_> {
                 "wait_io(): the source belongs to another flow",
             ));
         }
+        if self.out_mut().added || self.out_mut().succeeded {
+            return Err(Error::internal(
+                "wait_io() after add() or success() in the same step",
+            ));
+        }
         let (sid, depth, flow) = (self.sid, self.depth, self.flow.key);
         let here = &self.flow.st(sid).frames[depth];
         if here.extra.as_ref().is_some_and(|x| x.io.is_some()) {
@@ -194,15 +199,14 @@ impl Step<'_> {
         let begun = reactor.begin(key, sid, seq, interest).map_err(|()| {
             Error::internal("wait_io(): another step already waits on this source")
         })?;
-        if let Begin::Ready(r) = begun {
-            // Readiness came before this wait: complete on the next turn.
-            self.sched.shared.send(Msg::Complete {
-                flow,
-                strand: sid,
-                seq,
-                result: Ok(ready_args(r)),
-            });
+        if let Begin::Soon = begun {
+            // Readiness came before this wait: complete it on the next
+            // turn, if the step still waits then.
+            self.sched
+                .shared
+                .send(Msg::Call(Box::new(move |sched| sched.io_poke(key))));
         }
+        self.out_mut().io_wait = true;
         self.flow.extra_of(sid, depth).io = Some(IoWait {
             key,
             strand: sid,
@@ -231,7 +235,7 @@ impl Step<'_> {
     ///     let conn = s.stack(ShareableStream(server.take()?));
     ///     s.add(move |s, ()| s.wait_io(conn, Interest::WRITABLE));
     ///     s.add(move |s, (_,): (Ready,)| {
-    ///         s.release_io(conn);
+    ///         s.release_io(conn)?;
     ///         let stream = s.stack_get(conn)?.0.take().unwrap();
     ///         s.success((stream.peer_addr().is_ok(),))
     ///     });
@@ -255,28 +259,40 @@ impl Step<'_> {
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn release_io<S: mio::event::Source + 'static>(&mut self, source: StackRef<S>) {
+    ///
+    /// Fails with `InternalError` while a step waits on the source (the
+    /// wait would never end).
+    pub fn release_io<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+    ) -> StepResult {
         if source.flow != self.flow.key {
-            return;
+            return Ok(());
         }
         let Some(reactor) = self.sched.io.as_mut() else {
-            return;
+            return Ok(());
         };
         let Some(owner) = self
             .flow
             .find_frame(self.sid, source.seq)
             .and_then(|f| f.extra.as_deref_mut())
         else {
-            return;
+            return Ok(());
         };
         let crate::steps::frame::Extra { stack, sources, .. } = owner;
         if let Some(pos) = sources.iter().position(|r| r.idx == source.idx) {
+            if reactor.has_waiter(sources[pos].key) {
+                return Err(Error::internal(
+                    "release_io(): a step is waiting on this source",
+                ));
+            }
             let r = sources.remove(pos);
             match stack.get_mut(r.idx as usize) {
                 Some(v) => (r.deregister)(&mut **v, reactor, r.key),
                 None => reactor.forget(r.key),
             }
         }
+        Ok(())
     }
 }
 

@@ -173,32 +173,30 @@ pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
 /// Reads exactly `n` bytes; the result is `(Vec<u8>,)`. End of stream
 /// before `n` bytes is `CommError` ("the peer closed after k of n bytes").
 pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
-    let mut buf = Vec::with_capacity(n);
+    // Zeroed once, filled in place: a slow sender costs no rework.
+    let mut buf: Option<Vec<u8>> = None;
+    let mut have = 0;
     retry(
         s,
         conn,
         Interest::READABLE,
-        move |c| loop {
-            if buf.len() == n {
-                return Ok(Some(std::mem::take(&mut buf)));
-            }
-            let have = buf.len();
-            buf.resize(n, 0);
-            match c.read(&mut buf[have..]) {
-                Ok(0) => {
-                    return Err(Error::with_info(
-                        codes::COMM_ERROR,
-                        format!("read_exact: the peer closed after {have} of {n} bytes"),
-                    ))
+        move |c| {
+            let b = buf.get_or_insert_with(|| vec![0u8; n]);
+            loop {
+                if have == n {
+                    return Ok(Some(std::mem::take(b)));
                 }
-                Ok(k) => buf.truncate(have + k),
-                Err(e) => {
-                    buf.truncate(have);
-                    match e.kind() {
-                        ErrorKind::WouldBlock => return Ok(None),
-                        ErrorKind::Interrupted => {}
-                        _ => return Err(comm("read", e)),
+                match c.read(&mut b[have..]) {
+                    Ok(0) => {
+                        return Err(Error::with_info(
+                            codes::COMM_ERROR,
+                            format!("read_exact: the peer closed after {have} of {n} bytes"),
+                        ))
                     }
+                    Ok(k) => have += k,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(comm("read", e)),
                 }
             }
         },
@@ -284,7 +282,7 @@ pub fn connect(s: &mut Step<'_>, addr: SocketAddr, timeout: Duration) {
                 Err(e) => return Err(comm("connect", e)),
             }
             // Leave the reactor before leaving the stack.
-            s.release_io(c);
+            s.release_io(c)?;
             let stream = s.stack_get(c)?.0.take().expect("connecting");
             s.success((stream,))
         });

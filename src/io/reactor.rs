@@ -31,13 +31,18 @@ pub(crate) struct Reactor {
 
 /// What a wait found when it started.
 pub(crate) enum Begin {
-    /// Readiness came earlier: the step completes at once with it.
-    Ready(Ready),
+    /// Readiness came earlier: the caller posts a `poke` for the next turn
+    /// (if the step ends before that, the readiness stays kept).
+    Soon,
     /// The step waits for an event.
     Wait,
 }
 
 fn token(k: IoKey) -> mio::Token {
+    // The ffi value packs the slot's index and version in 64 bits; a
+    // 32-bit `usize` would drop the version (stale tokens could then hit
+    // a reused slot), so this is only built where `usize` is 64 bits.
+    const _: () = assert!(usize::BITS >= 64, "I/O tokens need a 64-bit usize");
     mio::Token(k.data().as_ffi() as usize)
 }
 
@@ -47,6 +52,29 @@ fn answers(r: &Ready, i: mio::Interest) -> bool {
     (i.is_readable() && (r.readable || r.read_closed))
         || (i.is_writable() && (r.writable || r.write_closed))
         || r.error
+}
+
+/// What a completed wait for `i` uses up: the readable or writable edge.
+/// Closed and error states stay: they hold for every later wait too.
+fn consume(r: &mut Ready, i: mio::Interest) {
+    if i.is_readable() {
+        r.readable = false;
+    }
+    if i.is_writable() {
+        r.writable = false;
+    }
+}
+
+/// Hands the kept readiness to the waiter of `r` if it answers it.
+fn take_for(r: &mut Reg) -> Option<(FlowKey, u32, u32, Ready)> {
+    let (strand, seq, interest) = r.waiter?;
+    if !answers(&r.pending, interest) {
+        return None;
+    }
+    let seen = r.pending;
+    consume(&mut r.pending, interest);
+    r.waiter = None;
+    Some((r.flow, strand, seq, seen))
 }
 
 fn merge(a: &mut Ready, b: Ready) {
@@ -128,12 +156,22 @@ impl Reactor {
         if r.waiter.is_some() {
             return Err(());
         }
-        if answers(&r.pending, interest) {
-            let got = std::mem::take(&mut r.pending);
-            return Ok(Begin::Ready(got));
-        }
         r.waiter = Some((strand, seq, interest));
+        if answers(&r.pending, interest) {
+            return Ok(Begin::Soon);
+        }
         Ok(Begin::Wait)
+    }
+
+    /// The turn after a `Begin::Soon`: completes the waiter with the kept
+    /// readiness if it still waits.
+    pub(crate) fn poke(&mut self, k: IoKey) -> Option<(FlowKey, u32, u32, Ready)> {
+        take_for(self.regs.get_mut(k)?)
+    }
+
+    /// True while a step waits on `k`.
+    pub(crate) fn has_waiter(&self, k: IoKey) -> bool {
+        self.regs.get(k).is_some_and(|r| r.waiter.is_some())
     }
 
     /// The waiting step `(strand, seq)` ended (any way): it waits no more.
@@ -164,17 +202,7 @@ impl Reactor {
     pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<(FlowKey, u32, u32, Ready)> {
         let k = IoKey::from(KeyData::from_ffi(ev.token().0 as u64));
         let r = self.regs.get_mut(k)?;
-        let mut seen = std::mem::take(&mut r.pending);
-        merge(&mut seen, Ready::of(ev));
-        match r.waiter {
-            Some((strand, seq, interest)) if answers(&seen, interest) => {
-                r.waiter = None;
-                Some((r.flow, strand, seq, seen))
-            }
-            _ => {
-                r.pending = seen;
-                None
-            }
-        }
+        merge(&mut r.pending, Ready::of(ev));
+        take_for(r)
     }
 }

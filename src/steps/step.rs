@@ -24,6 +24,8 @@ pub(crate) struct Outcome {
     /// The args register holds args for the first sub-step
     /// (`add_with_args`): keep them when the callback returns.
     pub forward: bool,
+    /// `wait_io()` was called: the step's result is the readiness.
+    pub io_wait: bool,
     pub misuse: Option<Error>,
 }
 
@@ -107,6 +109,7 @@ impl<'a> Step<'a> {
                 succeeded: false,
                 added: false,
                 forward: false,
+                io_wait: false,
                 misuse: None,
             },
         }
@@ -162,6 +165,10 @@ impl<'a> Step<'a> {
     pub(crate) fn push(&mut self, def: StepDef) {
         if self.out.succeeded {
             let _ = self.misuse("add() after success() in the same step");
+            return;
+        }
+        if self.out.io_wait {
+            let _ = self.misuse("add() after wait_io(): the readiness completes this step");
             return;
         }
         self.out.added = true;
@@ -327,6 +334,9 @@ impl<'a> Step<'a> {
         if self.out.added {
             return self.misuse("success() after add(): sub-steps complete this step");
         }
+        if self.out.io_wait {
+            return self.misuse("success() after wait_io(): the readiness completes this step");
+        }
         self.out.succeeded = true;
         self.sched.args = args.into_args();
         Ok(())
@@ -344,6 +354,10 @@ impl<'a> Step<'a> {
 
     fn frame_flags(&mut self) -> &mut u8 {
         &mut self.flow.st(self.sid).frames[self.depth].flags
+    }
+
+    pub(crate) fn out_mut(&mut self) -> &mut Outcome {
+        &mut self.out
     }
 
     pub(crate) fn waiting_allowed(&mut self, what: &'static str) -> bool {

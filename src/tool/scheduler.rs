@@ -70,8 +70,8 @@ pub struct Stats {
     pub immediates: usize,
     /// Messages waiting in the cross-thread inbox.
     pub inbox: usize,
-    /// Steps waiting for I/O readiness (sources registered with the
-    /// loop's reactor).
+    /// Sources registered with the loop's reactor (each from its first
+    /// `wait_io` until the step that owns it ends).
     pub io: usize,
 }
 
@@ -171,7 +171,18 @@ impl Scheduler {
     /// A readiness event: completes the step waiting on that source, or
     /// keeps the readiness for the next wait.
     pub(crate) fn io_event(&mut self, ev: &mio::event::Event) {
-        let Some((flow, strand, seq, ready)) = self.io.as_mut().and_then(|io| io.event(ev)) else {
+        let done = self.io.as_mut().and_then(|io| io.event(ev));
+        self.io_complete(done);
+    }
+
+    /// Completes a wait that found kept readiness when it began.
+    pub(crate) fn io_poke(&mut self, k: IoKey) {
+        let done = self.io.as_mut().and_then(|io| io.poke(k));
+        self.io_complete(done);
+    }
+
+    fn io_complete(&mut self, done: Option<(FlowKey, u32, u32, crate::io::Ready)>) {
+        let Some((flow, strand, seq, ready)) = done else {
             return;
         };
         self.drive(
