@@ -396,13 +396,13 @@ fn kept_readiness_survives_a_wait_cancelled_before_it_was_delivered() {
     assert_eq!(tool.block_on(p).unwrap(), (true,));
 }
 
+/// A step body given the socket.
+type Body = fn(&mut Step<'_>, StackRef<TcpStream>) -> futoin_asyncsteps::StepResult;
+
 #[test]
 fn wait_io_with_sub_steps_or_success_in_one_step_is_refused() {
     let mut tool = AsyncTool::new().unwrap();
-    let cases: [(
-        fn(&mut Step<'_>, StackRef<TcpStream>) -> futoin_asyncsteps::StepResult,
-        &str,
-    ); 3] = [
+    let cases: [(Body, &str); 3] = [
         (
             |s, c| {
                 s.wait_io(c, Interest::READABLE)?;
