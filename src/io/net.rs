@@ -115,6 +115,49 @@ where
     });
 }
 
+/// [`retry`] for operations that a readiness event almost always
+/// satisfies (accept, read some): after `WouldBlock` it adds just a wait
+/// step and a retry step, no loop. A spurious wake-up nests one more pair,
+/// so this is not for operations that make partial progress many times
+/// (`read_exact`, `write_all` use the loop).
+fn retry_short<S, T, A, F, D>(
+    s: &mut Step<'_>,
+    src: StackRef<S>,
+    interest: Interest,
+    attempt: F,
+    done: D,
+) where
+    S: mio::event::Source + 'static,
+    T: 'static,
+    A: crate::args::IntoArgs + 'static,
+    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    D: FnOnce(T) -> A + 'static,
+{
+    s.add(move |s, ()| attempt_or_wait(s, src, interest, attempt, done));
+}
+
+fn attempt_or_wait<S, T, A, F, D>(
+    s: &mut Step<'_>,
+    src: StackRef<S>,
+    interest: Interest,
+    mut attempt: F,
+    done: D,
+) -> crate::error::StepResult
+where
+    S: mio::event::Source + 'static,
+    T: 'static,
+    A: crate::args::IntoArgs + 'static,
+    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    D: FnOnce(T) -> A + 'static,
+{
+    if let Some(v) = attempt(s.stack_get(src)?)? {
+        return s.success(done(v));
+    }
+    s.add(move |s, ()| s.wait_io(src, interest));
+    s.add(move |s, (_,): (Ready,)| attempt_or_wait(s, src, interest, attempt, done));
+    Ok(())
+}
+
 thread_local! {
     /// Where `read_some` reads before copying out exactly what came: no
     /// large buffer is allocated and zeroed per read.
@@ -124,7 +167,7 @@ thread_local! {
 /// Accepts one connection on `listener`; the calling step's result is
 /// `(TcpStream, SocketAddr)`.
 pub fn accept(s: &mut Step<'_>, listener: StackRef<TcpListener>) {
-    retry(
+    retry_short(
         s,
         listener,
         Interest::READABLE,
@@ -147,7 +190,7 @@ pub fn accept(s: &mut Step<'_>, listener: StackRef<TcpListener>) {
 /// `(Vec<u8>,)`.
 pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
     let max = max.clamp(1, 1 << 20);
-    retry(
+    retry_short(
         s,
         conn,
         Interest::READABLE,
