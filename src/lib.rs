@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod cabi;
 pub mod error;
 pub mod io;
 pub mod runtime;

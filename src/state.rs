@@ -126,6 +126,12 @@ impl State {
         }
     }
 
+    /// Sets `error_info` now (the C interface's `handle_error` makes it
+    /// readable before the callback returns).
+    pub(crate) fn set_error_info(&mut self, info: Option<&str>) {
+        self.inner().error_info = info.map(str::to_owned);
+    }
+
     pub(crate) fn record_error(&mut self, e: &Error, stack: Vec<&'static str>) {
         let i = self.inner();
         i.error_info = e.info().map(str::to_owned);

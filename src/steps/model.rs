@@ -158,6 +158,22 @@ impl AsyncSteps {
         self.parallel_def(Some(def::cloned_catch(on_error)))
     }
 
+    /// The branches of the level-0 parallel at `idx`, if there is one.
+    pub(crate) fn parallel_at(&mut self, idx: usize) -> Option<ModelParallel<'_>> {
+        match self.steps.get_mut(idx) {
+            Some(StepDef {
+                exec: Exec::Parallel(v),
+                ..
+            }) => Some(ModelParallel { branches: v }),
+            _ => None,
+        }
+    }
+
+    /// Number of level-0 steps queued.
+    pub(crate) fn len(&self) -> usize {
+        self.steps.len()
+    }
+
     fn parallel_def(&mut self, catch: Option<Box<dyn def::CatchFn>>) -> ModelParallel<'_> {
         self.push(StepDef {
             exec: Exec::Parallel(Vec::new()),

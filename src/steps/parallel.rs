@@ -52,6 +52,19 @@ impl<'s, 'a> Parallel<'s, 'a> {
         Parallel { step, idx }
     }
 
+    /// Where this parallel sits in the step's queue (None: refused).
+    pub(crate) fn index(&self) -> Option<usize> {
+        self.idx
+    }
+
+    /// The parallel queued at `idx` by an earlier `parallel()` of `step`.
+    pub(crate) fn at(step: &'s mut Step<'a>, idx: usize) -> Self {
+        Parallel {
+            step,
+            idx: Some(idx),
+        }
+    }
+
     fn branch(&mut self, d: StepDef) -> &mut Self {
         if let Some(i) = self.idx {
             if let Some(StepDef {

@@ -188,6 +188,18 @@ impl<'a> Step<'a> {
         self.push(def);
     }
 
+    /// The C interface's `rootId`: one id per flow and strand (parallel
+    /// branches get their own), never 0 and always even (root handles'
+    /// ids are odd).
+    pub(crate) fn root_id(&self) -> isize {
+        use slotmap::Key;
+        let loop_id = std::sync::Arc::as_ptr(&self.sched.shared) as u64;
+        let key = self.flow.key.data().as_ffi();
+        let mut h = loop_id ^ key.rotate_left(17) ^ u64::from(self.sid).rotate_left(41);
+        h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((h | 2) & !1) as isize
+    }
+
     /// For sync object `id` (see `sync::Hold`): whether this strand holds
     /// it in a step below this one, and how many holds of it its ancestor
     /// strands (the parents of a parallel branch) have.

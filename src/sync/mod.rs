@@ -111,7 +111,7 @@ impl Section {
         }
     }
 
-    fn with_catch<F, A, C>(f: F, on_error: C) -> Self
+    pub(crate) fn with_catch<F, A, C>(f: F, on_error: C) -> Self
     where
         F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
         A: FromArgs + 'static,

@@ -1,0 +1,710 @@
+//! Root handles (`futoin_asyncsteps_new`, `newInstance`) and the runtime
+//! entry points (`futoin_runtime_new`/`_free`).
+//!
+//! A root is an `Arc<RootBsi>`: C holds one reference (given back by
+//! `free`), a running flow another, so `free` may come at any time, from
+//! any thread, even from the flow's own unhandled-error callback.
+
+use super::step::{model_catch, model_step, state_var, SendPtr};
+use super::types::*;
+use super::value::c_str;
+use crate::args::Args;
+use crate::error::Error;
+use crate::runtime::{Runtime, RuntimeHandle};
+use crate::steps::model::AsyncSteps;
+use crate::steps::result::Promise;
+use crate::steps::step::Step;
+use parking_lot::Mutex;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a running C flow keeps its runtime (for `newInstance`).
+const RT_KEY: &str = "\0futoin.c.runtime";
+
+/// The runtime of the C flow `s` runs in.
+pub(crate) fn runtime_of(s: &mut Step<'_>) -> Option<RuntimeHandle> {
+    s.state().get::<RuntimeHandle>(RT_KEY).cloned()
+}
+
+/// An opaque `FutoInRuntime`.
+pub struct FutoInRuntime {
+    rt: Runtime,
+}
+
+enum Run {
+    Idle,
+    Running {
+        gen: u64,
+        promise: Option<Promise<Args>>,
+        cancel: bool,
+    },
+}
+
+struct RootInner {
+    model: AsyncSteps,
+    rt: RuntimeHandle,
+    run: Run,
+    gen: u64,
+    /// Handles of the model's parallels (freed with the root); boxed, as
+    /// C holds their addresses.
+    #[allow(clippy::vec_box)]
+    pars: Vec<Box<RootPar>>,
+}
+
+#[repr(C)]
+pub(crate) struct RootBsi {
+    hdr: FutoInAsyncSteps,
+    id: isize,
+    inner: Mutex<RootInner>,
+}
+
+// SAFETY: `hdr.api` points to a static table; the rest is behind a mutex.
+unsafe impl Send for RootBsi {}
+// SAFETY: as above.
+unsafe impl Sync for RootBsi {}
+
+/// A parallel added to a root's model.
+#[repr(C)]
+struct RootPar {
+    hdr: FutoInAsyncSteps,
+    root: *const RootBsi,
+    idx: usize,
+}
+
+static NEXT_ID: AtomicIsize = AtomicIsize::new(1);
+
+/// A new root on `rt`, as C gets it.
+pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
+    let r = Arc::new(RootBsi {
+        hdr: FutoInAsyncSteps { api: &ROOT_API },
+        // Odd ids never collide with the step ids (see `Step::root_id`),
+        // which are even.
+        id: NEXT_ID.fetch_add(2, Ordering::Relaxed),
+        inner: Mutex::new(RootInner {
+            model: AsyncSteps::new(),
+            rt,
+            run: Run::Idle,
+            gen: 0,
+            pars: Vec::new(),
+        }),
+    });
+    Arc::into_raw(r) as *mut FutoInAsyncSteps
+}
+
+/// # Safety
+/// `p` is NULL or a root we gave out and C has not freed.
+unsafe fn root<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a RootBsi> {
+    // SAFETY: caller's contract.
+    unsafe { (p as *const RootBsi).as_ref() }
+}
+
+/// Runs `f`, turning a panic into nothing (it must not cross into C).
+fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
+    catch_unwind(AssertUnwindSafe(f)).ok()
+}
+
+/// A call that makes sense only inside a step: the root's flow will fail
+/// with an `InternalError` saying so.
+fn poison(p: *mut FutoInAsyncSteps, what: &'static str) {
+    // SAFETY: vtable entries get our roots.
+    if let Some(r) = unsafe { root(p) } {
+        guard(|| {
+            r.inner.lock().model.add(move |_, ()| -> crate::StepResult {
+                Err(Error::internal(format!(
+                    "{what} on a root: it is for a step's callback"
+                )))
+            });
+        });
+    }
+}
+
+unsafe extern "C" fn add(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    f: ExecuteCallback,
+    eh: ErrorCallback,
+) {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return;
+    };
+    guard(|| {
+        let d = SendPtr(data);
+        let mut i = r.inner.lock();
+        match eh {
+            None => i.model.add(model_step(f, d)),
+            Some(eh) => i.model.add_catch(model_step(f, d), model_catch(eh, d)),
+        };
+    });
+}
+
+unsafe extern "C" fn parallel(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    eh: ErrorCallback,
+) -> *mut FutoInAsyncSteps {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return std::ptr::null_mut();
+    };
+    guard(|| {
+        let d = SendPtr(data);
+        let mut i = r.inner.lock();
+        match eh {
+            None => i.model.parallel(),
+            Some(eh) => i.model.parallel_catch(model_catch(eh, d)),
+        };
+        let idx = i.model.len() - 1;
+        let mut par = Box::new(RootPar {
+            hdr: FutoInAsyncSteps { api: &ROOT_PAR_API },
+            root: r,
+            idx,
+        });
+        let ptr = &mut *par as *mut RootPar as *mut FutoInAsyncSteps;
+        i.pars.push(par);
+        ptr
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn par_add(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    f: ExecuteCallback,
+    eh: ErrorCallback,
+) {
+    // SAFETY: ROOT_PAR_API handles are RootPar boxes owned by their root,
+    // alive while the root is (C must not use them after freeing it).
+    let Some(par) = (unsafe { (p as *const RootPar).as_ref() }) else {
+        return;
+    };
+    // SAFETY: as above.
+    let r = unsafe { &*par.root };
+    guard(|| {
+        let d = SendPtr(data);
+        let mut i = r.inner.lock();
+        if let Some(mut m) = i.model.parallel_at(par.idx) {
+            match eh {
+                None => m.add(model_step(f, d)),
+                Some(eh) => m.add_catch(model_step(f, d), model_catch(eh, d)),
+            };
+        }
+    });
+}
+
+unsafe extern "C" fn state_variable(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    name: *const c_char,
+    allocate: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
+    cleanup: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
+) -> *mut c_void {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return std::ptr::null_mut();
+    };
+    guard(|| {
+        // SAFETY: the caller's C string.
+        let Ok(name) = (unsafe { c_str(name, "stateVariable(): name") }) else {
+            return std::ptr::null_mut();
+        };
+        let mut i = r.inner.lock();
+        if matches!(i.run, Run::Running { .. }) {
+            return std::ptr::null_mut(); // the model's state went to the flow
+        }
+        state_var(i.model.state(), name, data, allocate, cleanup).unwrap_or(std::ptr::null_mut())
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn stack(
+    p: *mut FutoInAsyncSteps,
+    _n: usize,
+    _c: Option<unsafe extern "C" fn(*mut c_void)>,
+) -> *mut c_void {
+    poison(p, "stack()");
+    std::ptr::null_mut()
+}
+unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
+    if let Some(a) = args.as_mut() {
+        super::value::reset_all(a);
+    }
+    poison(p, "success()");
+}
+unsafe extern "C" fn handle_error(p: *mut FutoInAsyncSteps, _c: *const c_char, _i: *const c_char) {
+    poison(p, "handle_error()");
+}
+unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, _ms: u32) {
+    poison(p, "setTimeout()");
+}
+unsafe extern "C" fn set_cancel(p: *mut FutoInAsyncSteps, _d: *mut c_void, _c: CancelCallback) {
+    poison(p, "setCancel()");
+}
+unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
+    poison(p, "waitExternal()");
+}
+unsafe extern "C" fn loop_(
+    p: *mut FutoInAsyncSteps,
+    _d: *mut c_void,
+    _f: LoopCallback,
+    _l: *const c_char,
+) {
+    poison(p, "loop()");
+}
+unsafe extern "C" fn repeat(
+    p: *mut FutoInAsyncSteps,
+    _d: *mut c_void,
+    _n: usize,
+    _f: RepeatCallback,
+    _l: *const c_char,
+) {
+    poison(p, "repeat()");
+}
+unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
+    poison(p, "breakLoop()");
+}
+unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
+    poison(p, "continueLoop()");
+}
+
+/// Held by a running flow: clears the root's run state when the flow ends
+/// (however it ends) and keeps the root's memory until then.
+struct KeepRoot(Arc<RootBsi>, u64);
+
+impl Clone for KeepRoot {
+    fn clone(&self) -> Self {
+        // Model closures must be Clone; the engine never clones a running
+        // flow's steps, so a clone is a harmless second keeper of `gen`.
+        KeepRoot(self.0.clone(), self.1)
+    }
+}
+
+impl Drop for KeepRoot {
+    fn drop(&mut self) {
+        let mut i = self.0.inner.lock();
+        if matches!(i.run, Run::Running { gen, .. } if gen == self.1) {
+            i.run = Run::Idle;
+        }
+    }
+}
+
+unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: ErrorCallback) {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return;
+    };
+    let report = |code: &std::ffi::CStr| {
+        if let Some(ue) = ue {
+            // SAFETY: the user's callback with the root's own handle.
+            unsafe { ue(p, data, code.as_ptr()) };
+        }
+    };
+    let started = guard(|| {
+        let mut i = r.inner.lock();
+        if matches!(i.run, Run::Running { .. }) {
+            return Some(false); // documented: a no-op while running
+        }
+        if i.rt.is_closed() {
+            return None;
+        }
+        i.gen += 1;
+        let gen = i.gen;
+        i.run = Run::Running {
+            gen,
+            promise: None,
+            cancel: false,
+        };
+        let model = std::mem::take(&mut i.model);
+        let rt = i.rt.clone();
+        drop(i);
+        // SAFETY: `p` is a live Arc<RootBsi> (C has not freed it).
+        let keep = KeepRoot(
+            unsafe {
+                Arc::increment_strong_count(p as *const RootBsi);
+                Arc::from_raw(p as *const RootBsi)
+            },
+            gen,
+        );
+        let (d, rp) = (SendPtr(data), SendPtr(p.cast()));
+        let rt2 = rt.clone();
+        let mut flow = AsyncSteps::new();
+        flow.add_catch(
+            move |s, ()| {
+                s.stack(keep);
+                s.state().set(RT_KEY, rt2);
+                s.copy_from(&model);
+                Ok(())
+            },
+            move |_, e| {
+                if let Some(ue) = ue {
+                    let code = CString::new(e.code()).unwrap_or_else(|_| c"InternalError".into());
+                    // SAFETY: the user's callback; the root is alive (the
+                    // running flow keeps it).
+                    unsafe { ue(rp.get().cast(), d.get(), code.as_ptr()) };
+                }
+                Ok(())
+            },
+        );
+        let promise = rt.spawn_balanced::<Args>(flow);
+        let mut i = r.inner.lock();
+        if let Run::Running {
+            gen: g,
+            promise: slot,
+            cancel,
+        } = &mut i.run
+        {
+            if *g == gen {
+                if *cancel {
+                    promise.cancel();
+                }
+                *slot = Some(promise);
+            }
+        }
+        Some(true)
+    });
+    match started {
+        Some(Some(_)) => {}
+        Some(None) => report(c"InternalError"), // the runtime was freed
+        None => report(c"InternalError"),       // a panic (a bug): reported
+    }
+}
+
+fn cancel_run(r: &RootBsi) {
+    let mut i = r.inner.lock();
+    if let Run::Running {
+        promise, cancel, ..
+    } = &mut i.run
+    {
+        match promise {
+            Some(p) => p.cancel(),
+            None => *cancel = true,
+        }
+    }
+}
+
+unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
+    // SAFETY: vtable entries get our roots.
+    if let Some(r) = unsafe { root(p) } {
+        guard(|| cancel_run(r));
+    }
+}
+
+unsafe extern "C" fn add_sync(
+    p: *mut FutoInAsyncSteps,
+    sync: *mut FutoInSync,
+    data: *mut c_void,
+    f: ExecuteCallback,
+    eh: ErrorCallback,
+) {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return;
+    };
+    let (sp, d) = (SendPtr(sync.cast()), SendPtr(data));
+    guard(|| {
+        r.inner.lock().model.add(move |s, a: Args| {
+            // SAFETY: the user's sync object, alive while flows use it
+            // (header contract).
+            unsafe { super::sync::sync_now(s, a, sp.get().cast(), d, f, eh) }
+        });
+    });
+}
+
+unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
+    // SAFETY: vtable entries get our roots.
+    unsafe { root(p) }.map_or(0, |r| r.id)
+}
+
+unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
+    // SAFETY: vtable entries get our roots.
+    unsafe { root(p) }.is_some() as c_int
+}
+
+unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return std::ptr::null_mut();
+    };
+    guard(|| new_root(r.inner.lock().rt.clone())).unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn free(p: *mut FutoInAsyncSteps) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: C gives back its reference to a root we gave out.
+    let r = unsafe { Arc::from_raw(p as *const RootBsi) };
+    guard(|| cancel_run(&r));
+    drop(r);
+}
+
+/// Off-loop scheduling: the callback runs on one of the runtime's loops;
+/// the handle is empty (see the header).
+fn schedule(
+    p: *mut FutoInAsyncSteps,
+    delay: Option<u32>,
+    data: *mut c_void,
+    cb: SchedCallback,
+) -> FutoInHandle {
+    // SAFETY: vtable entries get our roots.
+    let (Some(r), Some(cb)) = (unsafe { root(p) }, cb) else {
+        return FutoInHandle::EMPTY;
+    };
+    let d = SendPtr(data);
+    guard(|| {
+        let rt = r.inner.lock().rt.clone();
+        if let Some(t) = rt.loop_handle(0) {
+            // SAFETY: the user's callback with its data.
+            let call = move || unsafe { cb(d.get()) };
+            match delay {
+                None => t.call(move |_| call()),
+                Some(ms) => t.deferred(Duration::from_millis(ms.into()), move |_| call()),
+            }
+        }
+    });
+    FutoInHandle::EMPTY
+}
+
+unsafe extern "C" fn sched_immediate(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    cb: SchedCallback,
+) -> FutoInHandle {
+    schedule(p, None, data, cb)
+}
+unsafe extern "C" fn sched_deferred(
+    p: *mut FutoInAsyncSteps,
+    ms: u32,
+    data: *mut c_void,
+    cb: SchedCallback,
+) -> FutoInHandle {
+    schedule(p, Some(ms), data, cb)
+}
+unsafe extern "C" fn sched_cancel(_p: *mut FutoInAsyncSteps, _h: *mut FutoInHandle) {}
+unsafe extern "C" fn sched_is_valid(_p: *mut FutoInAsyncSteps, _h: *mut FutoInHandle) -> c_int {
+    0
+}
+unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
+    // SAFETY: vtable entries get our roots.
+    let Some(r) = (unsafe { root(p) }) else {
+        return 0;
+    };
+    guard(|| match &r.inner.lock().run {
+        Run::Running {
+            promise: Some(p), ..
+        } => p.is_same_thread() as c_int,
+        _ => 0,
+    })
+    .unwrap_or(0)
+}
+
+unsafe extern "C" fn noop_add(
+    _p: *mut FutoInAsyncSteps,
+    _d: *mut c_void,
+    _f: ExecuteCallback,
+    _e: ErrorCallback,
+) {
+}
+
+static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
+    add: Some(add),
+    parallel: Some(parallel),
+    state_variable: Some(state_variable),
+    stack: Some(stack),
+    success: Some(success),
+    handle_error: Some(handle_error),
+    set_timeout: Some(set_timeout),
+    set_cancel: Some(set_cancel),
+    wait_external: Some(wait_external),
+    loop_: Some(loop_),
+    repeat: Some(repeat),
+    break_loop: Some(break_loop),
+    continue_loop: Some(continue_loop),
+    execute: Some(execute),
+    cancel: Some(cancel),
+    add_sync: Some(add_sync),
+    root_id: Some(root_id),
+    is_valid: Some(is_valid),
+    new_instance: Some(new_instance),
+    free: Some(free),
+    sched_immediate: Some(sched_immediate),
+    sched_deferred: Some(sched_deferred),
+    sched_cancel: Some(sched_cancel),
+    sched_is_valid: Some(sched_is_valid),
+    is_same_thread: Some(is_same_thread),
+};
+
+/// A root parallel's handle: add() adds a branch; the rest are no-ops.
+static ROOT_PAR_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
+    add: Some(par_add),
+    ..NOOP_API
+};
+
+// Every entry of a handle that takes only add(): harmless no-ops.
+unsafe extern "C" fn n_par(
+    _: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: ErrorCallback,
+) -> *mut FutoInAsyncSteps {
+    std::ptr::null_mut()
+}
+#[allow(clippy::type_complexity)]
+unsafe extern "C" fn n_state(
+    _: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: *const c_char,
+    _: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
+    _: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
+) -> *mut c_void {
+    std::ptr::null_mut()
+}
+unsafe extern "C" fn n_stack(
+    _: *mut FutoInAsyncSteps,
+    _: usize,
+    _: Option<unsafe extern "C" fn(*mut c_void)>,
+) -> *mut c_void {
+    std::ptr::null_mut()
+}
+unsafe extern "C" fn n_success(_: *mut FutoInAsyncSteps, a: *mut FutoInArgs) {
+    if let Some(a) = a.as_mut() {
+        super::value::reset_all(a);
+    }
+}
+unsafe extern "C" fn n_err(_: *mut FutoInAsyncSteps, _: *const c_char, _: *const c_char) {}
+unsafe extern "C" fn n_u32(_: *mut FutoInAsyncSteps, _: u32) {}
+unsafe extern "C" fn n_cancel_cb(_: *mut FutoInAsyncSteps, _: *mut c_void, _: CancelCallback) {}
+unsafe extern "C" fn n_unit(_: *mut FutoInAsyncSteps) {}
+unsafe extern "C" fn n_loop(
+    _: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: LoopCallback,
+    _: *const c_char,
+) {
+}
+unsafe extern "C" fn n_repeat(
+    _: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: usize,
+    _: RepeatCallback,
+    _: *const c_char,
+) {
+}
+unsafe extern "C" fn n_label(_: *mut FutoInAsyncSteps, _: *const c_char) {}
+unsafe extern "C" fn n_exec(_: *mut FutoInAsyncSteps, _: *mut c_void, _: ErrorCallback) {}
+unsafe extern "C" fn n_sync(
+    _: *mut FutoInAsyncSteps,
+    _: *mut FutoInSync,
+    _: *mut c_void,
+    _: ExecuteCallback,
+    _: ErrorCallback,
+) {
+}
+unsafe extern "C" fn n_id(_: *mut FutoInAsyncSteps) -> isize {
+    0
+}
+unsafe extern "C" fn n_int(_: *mut FutoInAsyncSteps) -> c_int {
+    0
+}
+unsafe extern "C" fn n_new(_: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
+    std::ptr::null_mut()
+}
+
+/// The no-op table the add()-only handles start from.
+pub(crate) const NOOP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
+    add: Some(noop_add),
+    parallel: Some(n_par),
+    state_variable: Some(n_state),
+    stack: Some(n_stack),
+    success: Some(n_success),
+    handle_error: Some(n_err),
+    set_timeout: Some(n_u32),
+    set_cancel: Some(n_cancel_cb),
+    wait_external: Some(n_unit),
+    loop_: Some(n_loop),
+    repeat: Some(n_repeat),
+    break_loop: Some(n_label),
+    continue_loop: Some(n_label),
+    execute: Some(n_exec),
+    cancel: Some(n_unit),
+    add_sync: Some(n_sync),
+    root_id: Some(n_id),
+    is_valid: Some(n_int),
+    new_instance: Some(n_new),
+    free: Some(n_unit),
+    sched_immediate: Some(sched_immediate_noop),
+    sched_deferred: Some(sched_deferred_noop),
+    sched_cancel: Some(sched_cancel),
+    sched_is_valid: Some(sched_is_valid),
+    is_same_thread: Some(n_int),
+};
+unsafe extern "C" fn sched_immediate_noop(
+    _: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: SchedCallback,
+) -> FutoInHandle {
+    FutoInHandle::EMPTY
+}
+unsafe extern "C" fn sched_deferred_noop(
+    _: *mut FutoInAsyncSteps,
+    _: u32,
+    _: *mut c_void,
+    _: SchedCallback,
+) -> FutoInHandle {
+    FutoInHandle::EMPTY
+}
+
+// ------------------------------------------------------------ runtime
+
+/// `futoin_runtime_new`: see the header.
+#[no_mangle]
+pub extern "C" fn futoin_runtime_new(threads: u32) -> *mut FutoInRuntime {
+    guard(|| {
+        let mut b = Runtime::builder().thread_name("futoin-c");
+        if threads > 0 {
+            b = b.loops(threads as usize);
+        }
+        match b.build() {
+            Ok(rt) => Box::into_raw(Box::new(FutoInRuntime { rt })),
+            Err(_) => std::ptr::null_mut(),
+        }
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+/// `futoin_runtime_free`: see the header.
+///
+/// # Safety
+/// `rt` is NULL or came from [`futoin_runtime_new`] and is freed once.
+#[no_mangle]
+pub unsafe extern "C" fn futoin_runtime_free(rt: *mut FutoInRuntime) {
+    if rt.is_null() {
+        return;
+    }
+    // SAFETY: caller's contract.
+    let rt = unsafe { Box::from_raw(rt) };
+    guard(move || {
+        if rt.rt.handle().current_loop().is_some() {
+            // On one of its own loops: joining would wait for this very
+            // thread, so the shutdown finishes on a helper thread.
+            std::thread::spawn(move || rt.rt.shutdown());
+        } else {
+            rt.rt.shutdown();
+        }
+    });
+}
+
+/// `futoin_asyncsteps_new`: see the header.
+///
+/// # Safety
+/// `rt` is NULL or a live runtime from [`futoin_runtime_new`].
+#[no_mangle]
+pub unsafe extern "C" fn futoin_asyncsteps_new(rt: *mut FutoInRuntime) -> *mut FutoInAsyncSteps {
+    // SAFETY: caller's contract.
+    match unsafe { rt.as_ref() } {
+        Some(rt) => guard(|| new_root(rt.rt.handle())).unwrap_or(std::ptr::null_mut()),
+        None => std::ptr::null_mut(),
+    }
+}

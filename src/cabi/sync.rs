@@ -1,0 +1,244 @@
+//! Sync objects across the C boundary: this runtime's Mutex, Throttle and
+//! Limiter as `FutoInSync*`, and `addSync` with any `FutoInSync` (ours, or
+//! a foreign one driven through its `lock`/`unlock`).
+
+use super::step::{fail_step, is_ours, run_catch, run_exec, run_raw, with_detached, SendPtr};
+use super::types::*;
+use crate::args::Args;
+use crate::error::{codes, Error, StepResult};
+use crate::steps::step::Step;
+use crate::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Any of our sync objects, as one clonable `ISync`.
+#[derive(Clone)]
+struct AnySync(Arc<dyn ISync>);
+
+impl ISync for AnySync {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        self.0.sync(s, args, section)
+    }
+}
+
+/// A `FutoInSync` made here.
+#[repr(C)]
+struct OurSync {
+    hdr: FutoInSync,
+    obj: AnySync,
+}
+
+fn new_sync(obj: impl ISync) -> *mut FutoInSync {
+    Box::into_raw(Box::new(OurSync {
+        hdr: FutoInSync { api: &OUR_SYNC_API },
+        obj: AnySync(Arc::new(obj)),
+    }))
+    .cast()
+}
+
+fn queue(max_queue: u32) -> Option<u32> {
+    (max_queue != u32::MAX).then_some(max_queue)
+}
+
+/// `futoin_mutex_new`: see the header.
+#[no_mangle]
+pub extern "C" fn futoin_mutex_new(max: u32, max_queue: u32) -> *mut FutoInSync {
+    new_sync(Mutex::new(max, queue(max_queue)))
+}
+
+/// `futoin_throttle_new`: see the header.
+#[no_mangle]
+pub extern "C" fn futoin_throttle_new(max: u32, period_ms: u32, max_queue: u32) -> *mut FutoInSync {
+    new_sync(Throttle::new(
+        max,
+        Duration::from_millis(period_ms.into()),
+        queue(max_queue),
+    ))
+}
+
+/// `futoin_limiter_new`: see the header. `rate` 0 means no rate limit
+/// (the Limiter is then just its concurrency Mutex).
+#[no_mangle]
+pub extern "C" fn futoin_limiter_new(
+    concurrent: u32,
+    max_queue: u32,
+    rate: u32,
+    period_ms: u32,
+    burst: u32,
+) -> *mut FutoInSync {
+    if rate == 0 {
+        return new_sync(Mutex::new(concurrent, Some(max_queue)));
+    }
+    new_sync(Limiter::new(LimiterOptions {
+        concurrent,
+        max_queue,
+        rate,
+        period: Duration::from_millis(period_ms.into()),
+        burst,
+    }))
+}
+
+/// `futoin_sync_free`: see the header.
+///
+/// # Safety
+/// `sync` is NULL, a foreign object, or one of ours not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn futoin_sync_free(sync: *mut FutoInSync) {
+    // SAFETY: caller's contract: readable up to `api`.
+    if sync.is_null() || !std::ptr::eq(unsafe { (*sync).api }, &OUR_SYNC_API) {
+        return;
+    }
+    // SAFETY: ours, made by `new_sync` (flows hold their own Arc).
+    drop(unsafe { Box::from_raw(sync.cast::<OurSync>()) });
+}
+
+/// `lock`/`unlock` called directly (not through `addSync`): this runtime's
+/// sync objects protect a section, so they are used with `addSync`.
+unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {
+    let info = "this runtime's sync objects are used through addSync(), not lock()/unlock()";
+    if is_ours(bsi) {
+        fail_step(bsi, Error::with_info(codes::NOT_IMPLEMENTED, info));
+    } else if let Some(he) = bsi
+        .as_ref()
+        .and_then(|b| b.api.as_ref())
+        .and_then(|a| a.handle_error)
+    {
+        let info = std::ffi::CString::new(info).expect("no NUL");
+        // SAFETY: the foreign handle's own handle_error.
+        unsafe { he(bsi, c"NotImplemented".as_ptr(), info.as_ptr()) };
+    }
+}
+
+unsafe extern "C" fn our_unlock(_bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {}
+
+static OUR_SYNC_API: FutoInSyncAPI = FutoInSyncAPI {
+    lock: Some(our_lock),
+    unlock: Some(our_unlock),
+};
+
+/// The critical section: the C step, getting the args the sync step got.
+fn section(f: ExecuteCallback, eh: ErrorCallback, d: SendPtr) -> Result<Section, Error> {
+    let f = f.ok_or_else(|| Error::internal("addSync(): the execute callback is NULL"))?;
+    Ok(match eh {
+        None => Section::new(move |s, a: Args| run_exec(s, a, f, d)),
+        Some(eh) => Section::with_catch(
+            move |s, a: Args| run_exec(s, a, f, d),
+            move |s, e| run_catch(s, e, eh, d),
+        ),
+    })
+}
+
+/// Adds an `addSync` step to `s`.
+///
+/// # Safety
+/// `sync` is NULL or a `FutoInSync` that outlives the flows using it.
+pub(crate) unsafe fn add_sync(
+    s: &mut Step<'_>,
+    sync: *mut FutoInSync,
+    d: SendPtr,
+    f: ExecuteCallback,
+    eh: ErrorCallback,
+) -> Result<(), Error> {
+    if sync.is_null() {
+        return Err(Error::internal("addSync(): the sync object is NULL"));
+    }
+    let sp = SendPtr(sync.cast());
+    // SAFETY: caller's contract, carried into the step.
+    s.add(move |s, a: Args| unsafe { sync_now(s, a, sp.get().cast(), d, f, eh) });
+    Ok(())
+}
+
+/// The body of an `addSync` step: enters `sync`, runs the section with
+/// `args`, leaves.
+///
+/// # Safety
+/// As [`add_sync`].
+pub(crate) unsafe fn sync_now(
+    s: &mut Step<'_>,
+    args: Args,
+    sync: *mut FutoInSync,
+    d: SendPtr,
+    f: ExecuteCallback,
+    eh: ErrorCallback,
+) -> StepResult {
+    // SAFETY: caller's contract.
+    let Some(obj) = (unsafe { sync.as_ref() }) else {
+        return Err(Error::internal("addSync(): the sync object is NULL"));
+    };
+    if std::ptr::eq(obj.api, &OUR_SYNC_API) {
+        // SAFETY: ours: an OurSync, alive (caller's contract).
+        let ours = unsafe { &*(sync as *const OurSync) }.obj.clone();
+        return ours.sync(s, args, section(f, eh, d)?);
+    }
+    // SAFETY: caller's contract: a foreign object with its table.
+    let (lock, unlock) = match unsafe { obj.api.as_ref() } {
+        Some(FutoInSyncAPI {
+            lock: Some(l),
+            unlock: Some(u),
+        }) => (*l, *u),
+        _ => {
+            return Err(Error::internal(
+                "addSync(): the sync object has no lock/unlock",
+            ))
+        }
+    };
+    foreign(s, args, sync, lock, unlock, section(f, eh, d)?)
+}
+
+type LockFn = unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut FutoInSync);
+
+/// Unlocks a foreign sync object if the section was entered and the
+/// normal exit did not unlock it (an error, a cancel, a timeout).
+struct Unlocker {
+    sync: *mut FutoInSync,
+    unlock: LockFn,
+    locked: Cell<bool>,
+    root_id: isize,
+}
+
+impl Drop for Unlocker {
+    fn drop(&mut self) {
+        if self.locked.replace(false) {
+            let (sync, unlock) = (self.sync, self.unlock);
+            // SAFETY: the foreign object's own unlock, once per lock.
+            with_detached(self.root_id, |b| unsafe { unlock(b, sync) });
+        }
+    }
+}
+
+/// A foreign sync object: a lock step (the object may wait and complete it
+/// later), the section, then an unlock step; an `Unlocker` covers every
+/// other way out.
+fn foreign(
+    s: &mut Step<'_>,
+    args: Args,
+    sync: *mut FutoInSync,
+    lock: LockFn,
+    unlock: LockFn,
+    section: Section,
+) -> StepResult {
+    let guard = Rc::new(Unlocker {
+        sync,
+        unlock,
+        locked: Cell::new(false),
+        root_id: s.root_id(),
+    });
+    s.stack(guard.clone());
+    let g = guard.clone();
+    s.add(move |s, _: Args| {
+        // SAFETY: the foreign object's own lock.
+        let r = run_raw(s, |b| unsafe { lock(b, sync) });
+        g.locked.set(r.is_ok());
+        r
+    });
+    section.add_to(s, args);
+    s.add(move |s, a: Args| {
+        guard.locked.set(false);
+        // SAFETY: the foreign object's own unlock, once per lock.
+        run_raw(s, |b| unsafe { unlock(b, sync) })?;
+        s.success(a)
+    });
+    Ok(())
+}
