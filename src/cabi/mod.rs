@@ -9,15 +9,62 @@
 //! From Rust, the same types are here for code that talks to another
 //! implementation's `FutoInAsyncSteps*`; [`BinaryValue`] carries C arrays
 //! and custom objects through Rust steps untouched.
+//!
+//! The entry points work from Rust as from C; here a flow with one C-style
+//! step that passes an int on:
+//!
+//! ```
+//! use futoin_asyncsteps::cabi::types::*;
+//! use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new};
+//! use std::ffi::{c_char, c_void};
+//! use std::sync::mpsc::{channel, Sender};
+//!
+//! static INT32: FutoInType = FutoInType { flags: FTN_TYPE_INT32, cleanup: None };
+//!
+//! unsafe extern "C" fn produce(bsi: *mut FutoInAsyncSteps, _: *mut c_void, _: *const FutoInArgs) {
+//!     let mut out = FutoInArgs::EMPTY;
+//!     out.args[0].type_ = &INT32;
+//!     out.args[0].v.i32 = 41;
+//!     // SAFETY: the handle this callback got, with its vtable.
+//!     unsafe { ((*(*bsi).api).success.unwrap())(bsi, &mut out) };
+//! }
+//! unsafe extern "C" fn consume(_: *mut FutoInAsyncSteps, data: *mut c_void, args: *const FutoInArgs) {
+//!     // SAFETY: `data` is the Sender given to add(); args hold one INT32.
+//!     let (tx, v) = unsafe { (&*(data as *const Sender<i32>), (*args).args[0].v.i32) };
+//!     tx.send(v + 1).unwrap();
+//! }
+//! unsafe extern "C" fn unhandled(_: *mut FutoInAsyncSteps, _: *mut c_void, _: *const c_char) {}
+//!
+//! let (tx, rx) = channel::<i32>();
+//! let rt = futoin_runtime_new(1);
+//! // SAFETY: a live runtime; every call goes through the root's vtable,
+//! // and `tx` outlives the flow (we wait for its message).
+//! unsafe {
+//!     let root = futoin_asyncsteps_new(rt);
+//!     let api = &*(*root).api;
+//!     api.add.unwrap()(root, std::ptr::null_mut(), Some(produce), None);
+//!     api.add.unwrap()(root, &tx as *const _ as *mut c_void, Some(consume), None);
+//!     api.execute.unwrap()(root, std::ptr::null_mut(), Some(unhandled));
+//!     assert_eq!(rx.recv().unwrap(), 42);
+//!     api.free.unwrap()(root);
+//!     futoin_runtime_free(rt);
+//! }
+//! ```
+
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod types;
 
+mod cvar;
+mod handle;
+mod noop;
 mod root;
+mod runtime;
 mod step;
 mod sync;
 mod value;
 
-pub use root::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new, FutoInRuntime};
-pub use step::QUARANTINE;
+pub use handle::QUARANTINE;
+pub use runtime::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new, FutoInRuntime};
 pub use sync::{futoin_limiter_new, futoin_mutex_new, futoin_sync_free, futoin_throttle_new};
 pub use value::{BinaryValue, Element};

@@ -5,12 +5,14 @@
 //! `free`), a running flow another, so `free` may come at any time, from
 //! any thread, even from the flow's own unhandled-error callback.
 
-use super::step::{model_catch, model_step, state_var, SendPtr};
+use super::cvar::state_var;
+use super::handle::{catch_fn, exec_fn, SendPtr};
+use super::noop;
 use super::types::*;
 use super::value::c_str;
 use crate::args::Args;
 use crate::error::Error;
-use crate::runtime::{Runtime, RuntimeHandle};
+use crate::runtime::RuntimeHandle;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Promise;
 use crate::steps::step::Step;
@@ -27,11 +29,6 @@ const RT_KEY: &str = "\0futoin.c.runtime";
 /// The runtime of the C flow `s` runs in.
 pub(crate) fn runtime_of(s: &mut Step<'_>) -> Option<RuntimeHandle> {
     s.state().get::<RuntimeHandle>(RT_KEY).cloned()
-}
-
-/// An opaque `FutoInRuntime`.
-pub struct FutoInRuntime {
-    rt: Runtime,
 }
 
 enum Run {
@@ -135,8 +132,8 @@ unsafe extern "C" fn add(
         let d = SendPtr(data);
         let mut i = r.inner.lock();
         match eh {
-            None => i.model.add(model_step(f, d)),
-            Some(eh) => i.model.add_catch(model_step(f, d), model_catch(eh, d)),
+            None => i.model.add(exec_fn(f, d)),
+            Some(eh) => i.model.add_catch(exec_fn(f, d), catch_fn(eh, d)),
         };
     });
 }
@@ -155,7 +152,7 @@ unsafe extern "C" fn parallel(
         let mut i = r.inner.lock();
         match eh {
             None => i.model.parallel(),
-            Some(eh) => i.model.parallel_catch(model_catch(eh, d)),
+            Some(eh) => i.model.parallel_catch(catch_fn(eh, d)),
         };
         let idx = i.model.len() - 1;
         let mut par = Box::new(RootPar {
@@ -188,8 +185,8 @@ unsafe extern "C" fn par_add(
         let mut i = r.inner.lock();
         if let Some(mut m) = i.model.parallel_at(par.idx) {
             match eh {
-                None => m.add(model_step(f, d)),
-                Some(eh) => m.add_catch(model_step(f, d), model_catch(eh, d)),
+                None => m.add(exec_fn(f, d)),
+                Some(eh) => m.add_catch(exec_fn(f, d), catch_fn(eh, d)),
             };
         }
     });
@@ -229,7 +226,8 @@ unsafe extern "C" fn stack(
     std::ptr::null_mut()
 }
 unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
-    if let Some(a) = args.as_mut() {
+    // SAFETY: the caller's args, or NULL.
+    if let Some(a) = unsafe { args.as_mut() } {
         super::value::reset_all(a);
     }
     poison(p, "success()");
@@ -271,16 +269,11 @@ unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) 
 }
 
 /// Held by a running flow: clears the root's run state when the flow ends
-/// (however it ends) and keeps the root's memory until then.
+/// (however it ends) and keeps the root's memory until then. `Clone` only
+/// because model closures must be; the engine never clones a running
+/// flow's steps.
+#[derive(Clone)]
 struct KeepRoot(Arc<RootBsi>, u64);
-
-impl Clone for KeepRoot {
-    fn clone(&self) -> Self {
-        // Model closures must be Clone; the engine never clones a running
-        // flow's steps, so a clone is a harmless second keeper of `gen`.
-        KeepRoot(self.0.clone(), self.1)
-    }
-}
 
 impl Drop for KeepRoot {
     fn drop(&mut self) {
@@ -365,10 +358,9 @@ unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: Er
         }
         Some(true)
     });
-    match started {
-        Some(Some(_)) => {}
-        Some(None) => report(c"InternalError"), // the runtime was freed
-        None => report(c"InternalError"),       // a panic (a bug): reported
+    // Not started: the runtime was freed, or a panic (a bug).
+    if !matches!(started, Some(Some(_))) {
+        report(c"InternalError");
     }
 }
 
@@ -483,10 +475,6 @@ unsafe extern "C" fn sched_deferred(
 ) -> FutoInHandle {
     schedule(p, Some(ms), data, cb)
 }
-unsafe extern "C" fn sched_cancel(_p: *mut FutoInAsyncSteps, _h: *mut FutoInHandle) {}
-unsafe extern "C" fn sched_is_valid(_p: *mut FutoInAsyncSteps, _h: *mut FutoInHandle) -> c_int {
-    0
-}
 unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: vtable entries get our roots.
     let Some(r) = (unsafe { root(p) }) else {
@@ -499,14 +487,6 @@ unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
         _ => 0,
     })
     .unwrap_or(0)
-}
-
-unsafe extern "C" fn noop_add(
-    _p: *mut FutoInAsyncSteps,
-    _d: *mut c_void,
-    _f: ExecuteCallback,
-    _e: ErrorCallback,
-) {
 }
 
 static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
@@ -532,179 +512,13 @@ static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
     free: Some(free),
     sched_immediate: Some(sched_immediate),
     sched_deferred: Some(sched_deferred),
-    sched_cancel: Some(sched_cancel),
-    sched_is_valid: Some(sched_is_valid),
+    sched_cancel: Some(noop::sched_cancel),
+    sched_is_valid: Some(noop::sched_is_valid),
     is_same_thread: Some(is_same_thread),
 };
 
 /// A root parallel's handle: add() adds a branch; the rest are no-ops.
 static ROOT_PAR_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
     add: Some(par_add),
-    ..NOOP_API
+    ..noop::NOOP_API
 };
-
-// Every entry of a handle that takes only add(): harmless no-ops.
-unsafe extern "C" fn n_par(
-    _: *mut FutoInAsyncSteps,
-    _: *mut c_void,
-    _: ErrorCallback,
-) -> *mut FutoInAsyncSteps {
-    std::ptr::null_mut()
-}
-#[allow(clippy::type_complexity)]
-unsafe extern "C" fn n_state(
-    _: *mut FutoInAsyncSteps,
-    _: *mut c_void,
-    _: *const c_char,
-    _: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
-    _: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
-) -> *mut c_void {
-    std::ptr::null_mut()
-}
-unsafe extern "C" fn n_stack(
-    _: *mut FutoInAsyncSteps,
-    _: usize,
-    _: Option<unsafe extern "C" fn(*mut c_void)>,
-) -> *mut c_void {
-    std::ptr::null_mut()
-}
-unsafe extern "C" fn n_success(_: *mut FutoInAsyncSteps, a: *mut FutoInArgs) {
-    if let Some(a) = a.as_mut() {
-        super::value::reset_all(a);
-    }
-}
-unsafe extern "C" fn n_err(_: *mut FutoInAsyncSteps, _: *const c_char, _: *const c_char) {}
-unsafe extern "C" fn n_u32(_: *mut FutoInAsyncSteps, _: u32) {}
-unsafe extern "C" fn n_cancel_cb(_: *mut FutoInAsyncSteps, _: *mut c_void, _: CancelCallback) {}
-unsafe extern "C" fn n_unit(_: *mut FutoInAsyncSteps) {}
-unsafe extern "C" fn n_loop(
-    _: *mut FutoInAsyncSteps,
-    _: *mut c_void,
-    _: LoopCallback,
-    _: *const c_char,
-) {
-}
-unsafe extern "C" fn n_repeat(
-    _: *mut FutoInAsyncSteps,
-    _: *mut c_void,
-    _: usize,
-    _: RepeatCallback,
-    _: *const c_char,
-) {
-}
-unsafe extern "C" fn n_label(_: *mut FutoInAsyncSteps, _: *const c_char) {}
-unsafe extern "C" fn n_exec(_: *mut FutoInAsyncSteps, _: *mut c_void, _: ErrorCallback) {}
-unsafe extern "C" fn n_sync(
-    _: *mut FutoInAsyncSteps,
-    _: *mut FutoInSync,
-    _: *mut c_void,
-    _: ExecuteCallback,
-    _: ErrorCallback,
-) {
-}
-unsafe extern "C" fn n_id(_: *mut FutoInAsyncSteps) -> isize {
-    0
-}
-unsafe extern "C" fn n_int(_: *mut FutoInAsyncSteps) -> c_int {
-    0
-}
-unsafe extern "C" fn n_new(_: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
-    std::ptr::null_mut()
-}
-
-/// The no-op table the add()-only handles start from.
-pub(crate) const NOOP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(noop_add),
-    parallel: Some(n_par),
-    state_variable: Some(n_state),
-    stack: Some(n_stack),
-    success: Some(n_success),
-    handle_error: Some(n_err),
-    set_timeout: Some(n_u32),
-    set_cancel: Some(n_cancel_cb),
-    wait_external: Some(n_unit),
-    loop_: Some(n_loop),
-    repeat: Some(n_repeat),
-    break_loop: Some(n_label),
-    continue_loop: Some(n_label),
-    execute: Some(n_exec),
-    cancel: Some(n_unit),
-    add_sync: Some(n_sync),
-    root_id: Some(n_id),
-    is_valid: Some(n_int),
-    new_instance: Some(n_new),
-    free: Some(n_unit),
-    sched_immediate: Some(sched_immediate_noop),
-    sched_deferred: Some(sched_deferred_noop),
-    sched_cancel: Some(sched_cancel),
-    sched_is_valid: Some(sched_is_valid),
-    is_same_thread: Some(n_int),
-};
-unsafe extern "C" fn sched_immediate_noop(
-    _: *mut FutoInAsyncSteps,
-    _: *mut c_void,
-    _: SchedCallback,
-) -> FutoInHandle {
-    FutoInHandle::EMPTY
-}
-unsafe extern "C" fn sched_deferred_noop(
-    _: *mut FutoInAsyncSteps,
-    _: u32,
-    _: *mut c_void,
-    _: SchedCallback,
-) -> FutoInHandle {
-    FutoInHandle::EMPTY
-}
-
-// ------------------------------------------------------------ runtime
-
-/// `futoin_runtime_new`: see the header.
-#[no_mangle]
-pub extern "C" fn futoin_runtime_new(threads: u32) -> *mut FutoInRuntime {
-    guard(|| {
-        let mut b = Runtime::builder().thread_name("futoin-c");
-        if threads > 0 {
-            b = b.loops(threads as usize);
-        }
-        match b.build() {
-            Ok(rt) => Box::into_raw(Box::new(FutoInRuntime { rt })),
-            Err(_) => std::ptr::null_mut(),
-        }
-    })
-    .unwrap_or(std::ptr::null_mut())
-}
-
-/// `futoin_runtime_free`: see the header.
-///
-/// # Safety
-/// `rt` is NULL or came from [`futoin_runtime_new`] and is freed once.
-#[no_mangle]
-pub unsafe extern "C" fn futoin_runtime_free(rt: *mut FutoInRuntime) {
-    if rt.is_null() {
-        return;
-    }
-    // SAFETY: caller's contract.
-    let rt = unsafe { Box::from_raw(rt) };
-    guard(move || {
-        if rt.rt.handle().current_loop().is_some() {
-            // On one of its own loops: joining would wait for this very
-            // thread, so the shutdown finishes on a helper thread.
-            std::thread::spawn(move || rt.rt.shutdown());
-        } else {
-            rt.rt.shutdown();
-        }
-    });
-}
-
-/// `futoin_asyncsteps_new`: see the header.
-///
-/// # Safety
-/// `rt` is NULL or a live runtime from [`futoin_runtime_new`].
-#[no_mangle]
-pub unsafe extern "C" fn futoin_asyncsteps_new(rt: *mut FutoInRuntime) -> *mut FutoInAsyncSteps {
-    // SAFETY: caller's contract.
-    match unsafe { rt.as_ref() } {
-        Some(rt) => guard(|| new_root(rt.rt.handle())).unwrap_or(std::ptr::null_mut()),
-        None => std::ptr::null_mut(),
-    }
-}

@@ -2,7 +2,7 @@
 //! Limiter as `FutoInSync*`, and `addSync` with any `FutoInSync` (ours, or
 //! a foreign one driven through its `lock`/`unlock`).
 
-use super::step::{fail_step, is_ours, run_catch, run_exec, run_raw, with_detached, SendPtr};
+use super::handle::{catch_fn, exec_fn, fail_step, is_ours, run_raw, with_detached, SendPtr};
 use super::types::*;
 use crate::args::Args;
 use crate::error::{codes, Error, StepResult};
@@ -100,10 +100,11 @@ unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync
     let info = "this runtime's sync objects are used through addSync(), not lock()/unlock()";
     if is_ours(bsi) {
         fail_step(bsi, Error::with_info(codes::NOT_IMPLEMENTED, info));
-    } else if let Some(he) = bsi
-        .as_ref()
-        .and_then(|b| b.api.as_ref())
-        .and_then(|a| a.handle_error)
+    } else if let Some(he) =
+        // SAFETY: a foreign handle (or NULL) and its table, as the spec
+        // lays them out.
+        unsafe { bsi.as_ref().and_then(|b| b.api.as_ref()) }
+            .and_then(|a| a.handle_error)
     {
         let info = std::ffi::CString::new(info).expect("no NUL");
         // SAFETY: the foreign handle's own handle_error.
@@ -120,13 +121,12 @@ static OUR_SYNC_API: FutoInSyncAPI = FutoInSyncAPI {
 
 /// The critical section: the C step, getting the args the sync step got.
 fn section(f: ExecuteCallback, eh: ErrorCallback, d: SendPtr) -> Result<Section, Error> {
-    let f = f.ok_or_else(|| Error::internal("addSync(): the execute callback is NULL"))?;
+    if f.is_none() {
+        return Err(Error::internal("addSync(): the execute callback is NULL"));
+    }
     Ok(match eh {
-        None => Section::new(move |s, a: Args| run_exec(s, a, f, d)),
-        Some(eh) => Section::with_catch(
-            move |s, a: Args| run_exec(s, a, f, d),
-            move |s, e| run_catch(s, e, eh, d),
-        ),
+        None => Section::new(exec_fn(f, d)),
+        Some(eh) => Section::with_catch(exec_fn(f, d), catch_fn(eh, d)),
     })
 }
 

@@ -300,29 +300,39 @@ unsafe fn string_from_c(v: &FutoInBinaryValue, base: u8) -> Result<String, Strin
             Err("NULL string with a length".into())
         };
     }
-    fn units<T: Copy + Default + PartialEq>(p: *const T, n: usize) -> &'static [T] {
+    /// # Safety
+    /// `n` units (or, for 0, units up to a zero) are readable at `p`
+    /// while `_owner` is borrowed.
+    unsafe fn units<T: Copy + Default + PartialEq>(
+        p: *const T,
+        n: usize,
+        _owner: &FutoInBinaryValue,
+    ) -> &[T] {
         let n = if n > 0 {
             n
         } else {
-            // SAFETY: `length` 0 means NUL-terminated (header contract).
+            // SAFETY: caller's contract: NUL-terminated.
             (0..)
                 .take_while(|&i| unsafe { *p.add(i) } != T::default())
                 .count()
         };
-        // SAFETY: `n` units readable at `p` (header contract); used only
-        // before the value's cleanup runs.
+        // SAFETY: caller's contract: `n` units readable, owned by `_owner`
+        // (its cleanup has not run).
         unsafe { std::slice::from_raw_parts(p, n) }
     }
     match base {
         FTN_TYPE_STRING => {
-            let b = units(p.cast::<u8>(), n);
+            // SAFETY: the header's string contract for `v`.
+            let b = unsafe { units(p.cast::<u8>(), n, v) };
             std::str::from_utf8(b)
                 .map(str::to_owned)
                 .map_err(|e| format!("STRING is not valid UTF-8 ({e})"))
         }
-        FTN_TYPE_STRING16 => String::from_utf16(units(p.cast::<u16>(), n))
+        // SAFETY: as above.
+        FTN_TYPE_STRING16 => String::from_utf16(unsafe { units(p.cast::<u16>(), n, v) })
             .map_err(|_| "STRING16 is not valid UTF-16".to_string()),
-        FTN_TYPE_STRING32 => units(p.cast::<u32>(), n)
+        // SAFETY: as above.
+        FTN_TYPE_STRING32 => unsafe { units(p.cast::<u32>(), n, v) }
             .iter()
             .map(|&c| char::from_u32(c).ok_or_else(|| format!("STRING32 has {c:#x}, not a char")))
             .collect(),

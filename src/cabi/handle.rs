@@ -1,0 +1,365 @@
+//! Step handles: the `FutoInAsyncSteps*` a C callback receives.
+//!
+//! A handle is a pooled [`StepBsi`] bound to one step callback. While the
+//! callback runs, its calls go straight to the engine's [`Step`]. A step
+//! that waits (waitExternal, setTimeout, setCancel) keeps its handle until
+//! the step ends, so `success`/`handle_error` can come later, from any
+//! thread, through the step's [`ExternalHandle`]. Handle memory is never
+//! given back to the system (it is recycled after a quarantine of
+//! [`QUARANTINE`] newer handles), so a stale handle is detected, not a
+//! use after free. The vtable entries that act on a handle are in
+//! `cabi::step`.
+
+use super::step::STEP_API;
+use super::types::*;
+use super::value;
+use crate::args::Args;
+use crate::error::{Error, StepResult};
+use crate::steps::result::ExternalHandle;
+use crate::steps::step::Step;
+use crate::tool::handle::ToolHandle;
+use parking_lot::Mutex;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+
+/// Released handles a loop thread keeps before reusing the oldest.
+pub const QUARANTINE: usize = 256;
+
+/// A raw pointer a callback carries to its loop thread (user `data`).
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr(pub *mut c_void);
+// SAFETY: the header makes the user responsible for `data` being usable on
+// the flow's loop thread; the runtime only passes it back.
+unsafe impl Send for SendPtr {}
+
+impl SendPtr {
+    /// The pointer (a method, so closures capture the whole `SendPtr`).
+    pub(crate) fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// The handle behind a step's `FutoInAsyncSteps*`.
+#[repr(C)]
+pub(crate) struct StepBsi {
+    hdr: FutoInAsyncSteps,
+    /// The thread mark of the loop that runs the step.
+    pub(crate) owner: AtomicUsize,
+    /// The step may be acted on (cleared when the step ends).
+    pub(crate) live: AtomicBool,
+    pub(crate) root_id: AtomicIsize,
+    /// Completes a waiting step from outside its callback.
+    pub(crate) ext: Mutex<Option<ExternalHandle>>,
+    /// The step's loop, for scheduling outside the callback.
+    pub(crate) tool: Mutex<Option<ToolHandle>>,
+    // Loop thread only (checked with `owner` before any access):
+    /// The step while its callback runs, else NULL.
+    pub(crate) cur: Cell<*mut Step<'static>>,
+    /// The error the callback leaves with (handle_error, breakLoop, misuse).
+    pub(crate) failed: Cell<Option<Error>>,
+    /// The step waits: keep the handle until the step ends.
+    pub(crate) waited: Cell<bool>,
+    /// A parallel's handle: the parallel's place in the step's queue.
+    pub(crate) par: Cell<Option<usize>>,
+    /// Parallel handles made in this callback (released with it).
+    pub(crate) children: RefCell<Vec<&'static StepBsi>>,
+}
+
+// SAFETY: other threads touch only the atomics and the mutexes; the Cell
+// and RefCell fields are read and written only on the thread whose mark is
+// in `owner` (every access goes through `with_step`/`on_loop`).
+unsafe impl Sync for StepBsi {}
+// SAFETY: as above; `hdr.api` points to a static table.
+unsafe impl Send for StepBsi {}
+
+thread_local! {
+    static MARK: u8 = const { 0 };
+    static POOL: RefCell<VecDeque<&'static StepBsi>> = const { RefCell::new(VecDeque::new()) };
+}
+
+pub(crate) fn thread_mark() -> usize {
+    MARK.with(|m| m as *const u8 as usize)
+}
+
+impl StepBsi {
+    fn new() -> Self {
+        StepBsi {
+            hdr: FutoInAsyncSteps { api: &STEP_API },
+            owner: AtomicUsize::new(0),
+            live: AtomicBool::new(false),
+            root_id: AtomicIsize::new(0),
+            ext: Mutex::new(None),
+            tool: Mutex::new(None),
+            cur: Cell::new(std::ptr::null_mut()),
+            failed: Cell::new(None),
+            waited: Cell::new(false),
+            par: Cell::new(None),
+            children: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn ptr(&'static self) -> *mut FutoInAsyncSteps {
+        self as *const StepBsi as *mut FutoInAsyncSteps
+    }
+
+    pub(crate) fn on_loop(&self) -> bool {
+        self.owner.load(Ordering::Acquire) == thread_mark()
+    }
+
+    /// Records the error the callback leaves with; the first one stays
+    /// unless `replace` (handle_error and loop control replace).
+    pub(crate) fn fail(&self, e: Error, replace: bool) {
+        let old = self.failed.take();
+        self.failed.set(match old {
+            Some(o) if !replace => Some(o),
+            _ => Some(e),
+        });
+    }
+}
+
+/// A handle from the pool (or a new one once the quarantine is not full).
+fn acquire() -> &'static StepBsi {
+    POOL.with_borrow_mut(|p| {
+        if p.len() > QUARANTINE {
+            p.pop_front()
+        } else {
+            None
+        }
+    })
+    .unwrap_or_else(|| {
+        let b: &'static StepBsi = Box::leak(Box::new(StepBsi::new()));
+        // Kept reachable for good: a handle outlives its thread's pool,
+        // and leak checkers see type-stable memory, not a leak.
+        ALL.lock().push(b);
+        b
+    })
+}
+
+/// Every handle ever made (they are never freed; see the module docs).
+static ALL: Mutex<Vec<&'static StepBsi>> = Mutex::new(Vec::new());
+
+/// A handle from the pool, bound to `s` for one callback.
+pub(crate) fn bind(s: &mut Step<'_>) -> &'static StepBsi {
+    let b = acquire();
+    b.owner.store(thread_mark(), Ordering::Relaxed);
+    b.root_id.store(s.root_id(), Ordering::Relaxed);
+    b.cur.set((s as *mut Step<'_>).cast::<Step<'static>>());
+    b.failed.set(None);
+    b.waited.set(false);
+    b.par.set(None);
+    b.live.store(true, Ordering::Release);
+    b
+}
+
+/// Ends a handle: stale from now on, recycled after the quarantine.
+fn release(b: &'static StepBsi) {
+    b.live.store(false, Ordering::Release);
+    b.cur.set(std::ptr::null_mut());
+    b.failed.set(None);
+    // Only a waiting step set these (`mark_wait`): no locks for the others.
+    if b.waited.replace(false) {
+        b.ext.lock().take();
+        b.tool.lock().take();
+    }
+    for c in b.children.take() {
+        release(c);
+    }
+    // After the pool is gone (thread exit) the handle just stays leaked.
+    let _ = POOL.try_with(|p| p.borrow_mut().push_back(b));
+}
+
+/// Keeps a waiting step's handle until the step ends.
+struct Keep(&'static StepBsi);
+impl Drop for Keep {
+    fn drop(&mut self) {
+        release(self.0);
+    }
+}
+
+/// After the callback: what the step returns; the handle is released now
+/// or, for a waiting step, when the step ends.
+pub(crate) fn finish(s: &mut Step<'_>, b: &'static StepBsi) -> StepResult {
+    b.cur.set(std::ptr::null_mut());
+    for c in b.children.take() {
+        release(c);
+    }
+    let r = b.failed.take();
+    if b.waited.get() && r.is_none() {
+        s.stack(Keep(b));
+    } else {
+        release(b);
+    }
+    r.map_or(Ok(()), Err)
+}
+
+/// Runs a C execute callback as the body of step `s`.
+pub(crate) fn run_exec(
+    s: &mut Step<'_>,
+    args: Args,
+    f: unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut c_void, *const FutoInArgs),
+    d: SendPtr,
+) -> StepResult {
+    let mut cargs = FutoInArgs::EMPTY;
+    value::to_c(args, &mut cargs);
+    let b = bind(s);
+    // SAFETY: a C callback given to add(); the handle is valid while it
+    // runs, and the args live until it returns.
+    unsafe { f(b.ptr(), d.get(), &cargs) };
+    value::reset_all(&mut cargs);
+    finish(s, b)
+}
+
+/// Runs a C error handler for step `s` failed with `e`.
+pub(crate) fn run_catch(
+    s: &mut Step<'_>,
+    e: &Error,
+    eh: unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut c_void, *const c_char),
+    d: SendPtr,
+) -> StepResult {
+    let code = CString::new(e.code()).unwrap_or_else(|_| c"InternalError".into());
+    let b = bind(s);
+    // SAFETY: a C error callback; code lives until it returns.
+    unsafe { eh(b.ptr(), d.get(), code.as_ptr()) };
+    finish(s, b)
+}
+
+/// The body of a C step: runs `f` (a NULL `f` fails the step). Clonable
+/// and `Send`, so it serves root models as well as running steps.
+pub(crate) fn exec_fn(
+    f: ExecuteCallback,
+    d: SendPtr,
+) -> impl FnOnce(&mut Step<'_>, Args) -> StepResult + Clone + Send + 'static {
+    move |s, a| match f {
+        Some(f) => run_exec(s, a, f, d),
+        None => Err(Error::internal("add(): the execute callback is NULL")),
+    }
+}
+
+/// The error handler of a C step.
+pub(crate) fn catch_fn(
+    eh: unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut c_void, *const c_char),
+    d: SendPtr,
+) -> impl FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static {
+    move |s, e| run_catch(s, e, eh, d)
+}
+
+/// The handle behind `p`, if it is one of ours... `p` comes from C.
+///
+/// # Safety
+/// `p` is NULL or a pointer this module gave out (vtable STEP_API).
+pub(crate) unsafe fn get<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a StepBsi> {
+    // SAFETY: caller's contract; handles are never freed.
+    unsafe { (p as *const StepBsi).as_ref() }
+}
+
+/// Runs `f` on the step whose callback is running on this thread for `p`.
+pub(crate) fn with_step<R>(
+    p: *mut FutoInAsyncSteps,
+    f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
+) -> Option<R> {
+    // SAFETY: the vtable is reached only through handles we gave out.
+    let b: &'static StepBsi = unsafe { get(p) }?;
+    if !b.live.load(Ordering::Acquire) || !b.on_loop() {
+        return None;
+    }
+    let cur = b.cur.get();
+    if cur.is_null() {
+        return None;
+    }
+    // SAFETY: `cur` is set only while the step's callback runs on this
+    // (the owner) thread, from the `&mut Step` that callback got; that
+    // reference is not used until the C callback returns, so this is the
+    // only live access to the step.
+    let s = unsafe { &mut *cur };
+    // A panic in the engine must not cross into C: it fails the step.
+    match catch_unwind(AssertUnwindSafe(|| f(s, b))) {
+        Ok(r) => Some(r),
+        Err(p) => {
+            b.fail(
+                crate::steps::flow::panic_error("C interface call", p),
+                false,
+            );
+            None
+        }
+    }
+}
+
+/// Runs `f` off the step's callback, with the step's external handle.
+pub(crate) fn with_ext<R>(
+    p: *mut FutoInAsyncSteps,
+    f: impl FnOnce(&ExternalHandle) -> R,
+) -> Option<R> {
+    // SAFETY: as in `with_step`.
+    let b = unsafe { get(p) }?;
+    let h = b.ext.lock().clone()?;
+    catch_unwind(AssertUnwindSafe(|| f(&h))).ok()
+}
+
+/// Runs `f` with a handle bound to `s`, as a C callback would run.
+pub(crate) fn run_raw(s: &mut Step<'_>, f: impl FnOnce(*mut FutoInAsyncSteps)) -> StepResult {
+    let b = bind(s);
+    f(b.ptr());
+    finish(s, b)
+}
+
+/// Runs `f` with a handle bound to no step (already stale; `rootId`
+/// works): for calls made after a step ended, such as a sync unlock on
+/// cancel.
+pub(crate) fn with_detached(root_id: isize, f: impl FnOnce(*mut FutoInAsyncSteps)) {
+    let b = acquire();
+    b.owner.store(0, Ordering::Relaxed);
+    b.root_id.store(root_id, Ordering::Relaxed);
+    f(b.ptr());
+    release(b);
+}
+
+/// Fails the step whose callback runs for `p` with `e`.
+pub(crate) fn fail_step(p: *mut FutoInAsyncSteps, e: Error) {
+    with_step(p, |_, b| b.fail(e, false));
+}
+
+/// True for our step handles.
+pub(crate) fn is_ours(p: *mut FutoInAsyncSteps) -> bool {
+    // SAFETY: the caller's handle is readable up to its `api` field.
+    !p.is_null() && std::ptr::eq(unsafe { (*p).api }, &STEP_API)
+}
+
+/// [`with_step`] for the calls a parallel's handle does not take: on one,
+/// the step fails with `InternalError` naming `what`, and `f` is not run.
+pub(crate) fn with_plain_step<R>(
+    p: *mut FutoInAsyncSteps,
+    what: &'static str,
+    f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
+) -> Option<R> {
+    with_step(p, |s, b| {
+        if b.par.get().is_some() {
+            b.fail(
+                Error::internal(format!("{what}: a parallel's handle only takes add()")),
+                false,
+            );
+            return None;
+        }
+        Some(f(s, b))
+    })
+    .flatten()
+}
+
+/// Marks the step as waiting: its handle stays until the step ends, with
+/// the external handle and the loop for calls from outside the callback.
+pub(crate) fn mark_wait(s: &mut Step<'_>, b: &StepBsi) {
+    if s.in_error_handler() {
+        return; // the engine has recorded the misuse
+    }
+    b.waited.set(true);
+    let mut ext = b.ext.lock();
+    if ext.is_none() {
+        *ext = Some(s.wait_external());
+    }
+    let mut tool = b.tool.lock();
+    if tool.is_none() {
+        *tool = Some(s.tool().handle());
+    }
+}
