@@ -18,6 +18,9 @@
 //!   `set_timeout(1 + i % 100 ms)` and recovering in its error handler, for
 //!   N = 100k and 1M.
 
+mod common;
+
+use common::{full_run, profiling, Stats};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, ExternalHandle, TestTool};
 use std::cell::RefCell;
@@ -253,15 +256,14 @@ criterion_group! {
 /// after one untimed warm-up batch.
 fn median_ns(batches: usize, ops: usize, mut run: impl FnMut()) -> f64 {
     run();
-    let mut v: Vec<f64> = (0..batches)
+    let v: Vec<f64> = (0..batches)
         .map(|_| {
             let t = Instant::now();
             run();
             t.elapsed().as_nanos() as f64 / ops as f64
         })
         .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    Stats::of(v).median
 }
 
 /// Checks once, outside the timings, that the peers really run every task.
@@ -333,10 +335,10 @@ fn fmt_ns(ns: f64) -> String {
 /// Under `cargo test --benches` (no `--bench` flag) it runs tiny sizes;
 /// with criterion's `--profile-time` (for a profiler) it is skipped.
 fn medians_table() {
-    if std::env::args().any(|a| a == "--profile-time") {
+    if profiling() {
         return;
     }
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = full_run();
     let (batches, scale) = if full { (BATCHES, 1) } else { (1, 100) };
     let simple_n = SIMPLE_N / scale;
     let repeat_n = REPEAT_N / scale;

@@ -14,6 +14,7 @@
 //!   using the same request parser, alternating, 3 rounds each. Skipped
 //!   with a note when `wrk` is not installed (`apt-get install wrk`).
 
+mod common;
 #[path = "../examples/common/echo.rs"]
 mod echo;
 #[path = "../examples/common/http.rs"]
@@ -21,7 +22,9 @@ mod http;
 #[path = "../examples/common/serve.rs"]
 mod serve;
 
+use common::{full_run, profiling, Stats};
 use futoin_asyncsteps::Runtime;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::AtomicU64;
@@ -51,8 +54,14 @@ fn ours_server(
     (rt, addr)
 }
 
-/// A tokio echo server; returns the runtime (drop it to stop) and address.
-fn tokio_echo() -> (tokio::runtime::Runtime, SocketAddr) {
+/// A tokio server: an acceptor on a 2-worker `multi_thread` runtime
+/// spawning a task running `serve_conn` per connection. Returns the runtime
+/// (drop it to stop) and the address.
+fn tokio_server<F, Fut>(serve_conn: F) -> (tokio::runtime::Runtime, SocketAddr)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let rt = tokio_mt();
     let l = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -60,60 +69,48 @@ fn tokio_echo() -> (tokio::runtime::Runtime, SocketAddr) {
     let addr = l.local_addr().unwrap();
     rt.spawn(async move {
         loop {
-            let Ok((mut s, _)) = l.accept().await else {
+            let Ok((s, _)) = l.accept().await else {
                 return;
             };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 16 * 1024];
-                loop {
-                    match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => {
-                            if s.write_all(&buf[..n]).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-            });
+            tokio::spawn(serve_conn(s));
         }
     });
     (rt, addr)
 }
 
-/// A tokio HTTP server with the same parser as ours.
-fn tokio_http() -> (tokio::runtime::Runtime, SocketAddr) {
-    let rt = tokio_mt();
-    let l = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = l.local_addr().unwrap();
-    rt.spawn(async move {
-        loop {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = vec![0u8; 16 * 1024];
-                loop {
-                    let mut out = Vec::new();
-                    let close = http::answer(&mut buf, &mut out);
-                    if !out.is_empty() && s.write_all(&out).await.is_err() {
-                        return;
-                    }
-                    if close {
-                        return;
-                    }
-                    match s.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
+/// The tokio echo connection.
+async fn tokio_echo(mut s: tokio::net::TcpStream) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if s.write_all(&buf[..n]).await.is_err() {
+                    return;
                 }
-            });
+            }
         }
-    });
-    (rt, addr)
+    }
+}
+
+/// The tokio HTTP connection, with the same parser as ours.
+async fn tokio_http(mut s: tokio::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let mut out = Vec::new();
+        let close = http::answer(&mut buf, &mut out);
+        if !out.is_empty() && s.write_all(&out).await.is_err() {
+            return;
+        }
+        if close {
+            return;
+        }
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
 }
 
 /// `conns` connections each doing `rounds` round trips of `MSG` bytes, all
@@ -155,9 +152,19 @@ fn client(addr: SocketAddr, conns: usize, rounds: usize) -> Duration {
     .expect("client thread")
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
+/// Prints the medians (min-max) of ours and tokio, and their ratio.
+fn print_medians(ours: Vec<f64>, tokio: Vec<f64>) {
+    let (o, t) = (Stats::of(ours), Stats::of(tokio));
+    println!(
+        "  ours {:.0} ({:.0}-{:.0})   tokio {:.0} ({:.0}-{:.0})   ours/tokio {:.2}x",
+        o.median,
+        o.min,
+        o.max,
+        t.median,
+        t.min,
+        t.max,
+        o.median / t.median
+    );
 }
 
 /// Requests/s `wrk` reports against `addr`, or `None` without wrk.
@@ -178,15 +185,15 @@ fn wrk(addr: SocketAddr, secs: u32) -> Option<f64> {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--profile-time") {
+    if profiling() {
         return;
     }
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = full_run();
     let (conns, rounds, runs) = if full { (100, 10_000, 3) } else { (10, 100, 1) };
 
     let served = Arc::new(AtomicU64::new(0));
     let (ours_rt, ours_addr) = ours_server(move |c| echo::connection(c, served.clone()));
-    let (tokio_rt, tokio_addr) = tokio_echo();
+    let (tokio_rt, tokio_addr) = tokio_server(tokio_echo);
     let (mut o, mut t) = (Vec::new(), Vec::new());
     let total = (conns * rounds) as f64;
     for _ in 0..runs {
@@ -195,28 +202,17 @@ fn main() {
     }
     drop(ours_rt);
     drop(tokio_rt);
-    let (om, omin, omax) = median(o);
-    let (tm, tmin, tmax) = median(t);
     println!(
         "echo, {conns} connections x {rounds} round trips of {MSG} B, median of {runs} \
          (min-max), round trips/s:"
     );
-    println!(
-        "  ours {:.0} ({:.0}-{:.0})   tokio {:.0} ({:.0}-{:.0})   ours/tokio {:.2}x",
-        om,
-        omin,
-        omax,
-        tm,
-        tmin,
-        tmax,
-        om / tm
-    );
+    print_medians(o, t);
 
     if !full {
         return;
     }
     let (ours_rt, ours_addr) = ours_server(http::connection);
-    let (tokio_rt, tokio_addr) = tokio_http();
+    let (tokio_rt, tokio_addr) = tokio_server(tokio_http);
     let (mut o, mut t) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         match (wrk(ours_addr, 5), wrk(tokio_addr, 5)) {
@@ -232,17 +228,6 @@ fn main() {
     }
     drop(ours_rt);
     drop(tokio_rt);
-    let (om, omin, omax) = median(o);
-    let (tm, tmin, tmax) = median(t);
     println!("http, wrk -t1 -c100 -d5s keep-alive, median of {runs} (min-max), requests/s:");
-    println!(
-        "  ours {:.0} ({:.0}-{:.0})   tokio {:.0} ({:.0}-{:.0})   ours/tokio {:.2}x",
-        om,
-        omin,
-        omax,
-        tm,
-        tmin,
-        tmax,
-        om / tm
-    );
+    print_medians(o, t);
 }

@@ -26,6 +26,9 @@
 //!   of the same length. Each run is a child process (this binary re-run),
 //!   which reports its time and its peak RSS (`VmHWM`).
 
+mod common;
+
+use common::{ab, full_run, profiling, Stats};
 use criterion::{Criterion, Throughput};
 use futoin_asyncsteps::{ArgValue, AsyncSteps, ExternalHandle, Runtime};
 use std::hint::black_box;
@@ -404,42 +407,6 @@ fn criterion_groups(c: &mut Criterion) {
 
 // ------------------------------------------------------------ the table
 
-/// Per-op nanoseconds of every batch, ours and the peer alternating.
-fn ab(
-    batches: usize,
-    ops: usize,
-    mut a: impl FnMut() -> Duration,
-    mut b: impl FnMut() -> Duration,
-) -> (Stats, Stats) {
-    // One untimed warm-up each.
-    a();
-    b();
-    let (mut va, mut vb) = (Vec::new(), Vec::new());
-    for _ in 0..batches {
-        va.push(a().as_nanos() as f64 / ops as f64);
-        vb.push(b().as_nanos() as f64 / ops as f64);
-    }
-    (Stats::of(va), Stats::of(vb))
-}
-
-#[derive(Clone, Copy)]
-struct Stats {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Stats {
-    fn of(mut v: Vec<f64>) -> Self {
-        v.sort_by(f64::total_cmp);
-        Stats {
-            median: v[v.len() / 2],
-            min: v[0],
-            max: v[v.len() - 1],
-        }
-    }
-}
-
 fn fmt_ns(ns: f64) -> String {
     if ns >= 1e6 {
         format!("{:.2} ms", ns / 1e6)
@@ -465,10 +432,10 @@ fn row(name: &str, ours: Stats, peer: Stats) {
 }
 
 fn table() {
-    if std::env::args().any(|a| a == "--profile-time") {
+    if profiling() {
         return;
     }
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = full_run();
     let (batches, scale) = if full { (7, 1) } else { (1, 100) };
     let xn = XTHREAD_N / scale;
     let pn = PING_N / scale;

@@ -18,6 +18,9 @@
 //!   whose limits are never reached (one flow, `repeat(N)`), beside the
 //!   Mutex figure.
 
+mod common;
+
+use common::{ab, full_run, profiling, Stats};
 use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Throttle};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, Runtime};
 use std::hint::black_box;
@@ -28,22 +31,27 @@ const UNCONTENDED_N: usize = 1_000_000;
 const FLOWS: usize = 1_000;
 const SECTIONS: usize = 1_000;
 
+/// A flow running `repeat(n)` of an empty step synced on `obj`.
+fn synced_repeat<S: ISync + Clone>(n: usize, obj: &S) -> AsyncSteps {
+    let mut root = AsyncSteps::new();
+    let o = obj.clone();
+    root.repeat(n, move |s, i| {
+        s.sync(&o, move |_, ()| {
+            black_box(i);
+            Ok(())
+        });
+        Ok(())
+    });
+    root
+}
+
 /// One flow running `repeat(n)` of a synced empty step (or a plain empty
 /// step with `obj == None`).
 fn ours_repeat<S: ISync + Clone>(tool: &mut AsyncTool, n: usize, obj: Option<&S>) -> Duration {
-    let mut root = AsyncSteps::new();
-    match obj {
-        Some(o) => {
-            let o = o.clone();
-            root.repeat(n, move |s, i| {
-                s.sync(&o, move |_, ()| {
-                    black_box(i);
-                    Ok(())
-                });
-                Ok(())
-            });
-        }
+    let root = match obj {
+        Some(o) => synced_repeat(n, o),
         None => {
+            let mut root = AsyncSteps::new();
             root.repeat(n, |s, i| {
                 s.add(move |_, ()| {
                     black_box(i);
@@ -51,8 +59,9 @@ fn ours_repeat<S: ISync + Clone>(tool: &mut AsyncTool, n: usize, obj: Option<&S>
                 });
                 Ok(())
             });
+            root
         }
-    }
+    };
     let t = Instant::now();
     let p = root.promise::<()>(tool);
     tool.block_on(p).expect("flow");
@@ -76,18 +85,7 @@ fn ours_contended(rt: &Runtime, flows: usize, sections: usize) -> Duration {
     let m = Mutex::new(1, None);
     let t = Instant::now();
     let ps: Vec<_> = (0..flows)
-        .map(|_| {
-            let mut root = AsyncSteps::new();
-            let m = m.clone();
-            root.repeat(sections, move |s, i| {
-                s.sync(&m, move |_, ()| {
-                    black_box(i);
-                    Ok(())
-                });
-                Ok(())
-            });
-            rt.spawn::<()>(root)
-        })
+        .map(|_| rt.spawn::<()>(synced_repeat(sections, &m)))
         .collect();
     for p in ps {
         p.wait().expect("flow");
@@ -118,42 +116,7 @@ fn tokio_contended(rt: &tokio::runtime::Runtime, flows: usize, sections: usize) 
     t.elapsed()
 }
 
-#[derive(Clone, Copy)]
-struct Stats {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Stats {
-    fn of(mut v: Vec<f64>) -> Self {
-        v.sort_by(f64::total_cmp);
-        Stats {
-            median: v[v.len() / 2],
-            min: v[0],
-            max: v[v.len() - 1],
-        }
-    }
-}
-
-/// Per-op ns of `batches` batches of each side, alternating, after one
-/// untimed warm-up of each.
-fn ab(
-    batches: usize,
-    ops: usize,
-    mut a: impl FnMut() -> Duration,
-    mut b: impl FnMut() -> Duration,
-) -> (Stats, Stats) {
-    a();
-    b();
-    let (mut va, mut vb) = (Vec::new(), Vec::new());
-    for _ in 0..batches {
-        va.push(a().as_nanos() as f64 / ops as f64);
-        vb.push(b().as_nanos() as f64 / ops as f64);
-    }
-    (Stats::of(va), Stats::of(vb))
-}
-
+/// Per-op ns of `batches` batches of one side, after one untimed warm-up.
 fn solo(batches: usize, ops: usize, mut a: impl FnMut() -> Duration) -> Stats {
     a();
     Stats::of(
@@ -193,10 +156,10 @@ fn row(name: &str, ours: Stats, peer: Option<Stats>) {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--profile-time") {
+    if profiling() {
         return;
     }
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = full_run();
     let (batches, scale) = if full { (9, 1) } else { (1, 100) };
     let n = UNCONTENDED_N / scale;
     let (flows, sections) = (FLOWS / scale.min(10), SECTIONS / scale.min(10));

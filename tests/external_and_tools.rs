@@ -864,7 +864,6 @@ fn test_tool_pending_counts_are_exact() {
 }
 
 #[test]
-
 fn test_tool_pending_excludes_cancelled_immediate() {
     let mut tool = TestTool::new();
     let ran = Rc::new(Cell::new(0));
@@ -880,7 +879,6 @@ fn test_tool_pending_excludes_cancelled_immediate() {
 }
 
 #[test]
-
 fn test_tool_cancel_of_due_timer_keeps_timer_count_exact() {
     let mut tool = TestTool::new();
     let order = Rc::new(RefCell::new(Vec::new()));

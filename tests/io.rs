@@ -3,26 +3,38 @@
 //! later), and the errors of bad use.
 
 mod common;
+#[path = "common/tcp.rs"]
+mod tcp;
 
 use common::*;
 use futoin_asyncsteps::io::{Interest, Ready};
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, StackRef, Step, TakeOnce, TestTool};
+use futoin_asyncsteps::{
+    codes, AsyncSteps, AsyncTool, Error, StackRef, Step, StepResult, TakeOnce, TestTool,
+};
 use mio::net::TcpStream;
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpListener;
 use std::time::Duration;
+use tcp::{conn_flow, pair};
 
-/// A connected pair: a blocking std client and a non-blocking mio server side.
-fn pair() -> (std::net::TcpStream, TakeOnce<TcpStream>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (server, _) = l.accept().unwrap();
-    server.set_nonblocking(true).unwrap();
-    (client, TakeOnce::new(TcpStream::from_std(server)))
+/// Runs [`conn_flow`] on the server side of a fresh pair; returns the error
+/// the flow failed with.
+fn error_of<F>(tool: &mut AsyncTool, body: F) -> Error
+where
+    F: FnOnce(&mut Step<'_>, StackRef<TcpStream>) -> StepResult + Clone + Send + 'static,
+{
+    let (_client, server) = pair();
+    let p = conn_flow(server, body).promise::<()>(tool);
+    tool.block_on(p).unwrap_err()
+}
+
+/// Runs turns until one has handled an event: here, the edge of data just
+/// sent while no step waits on the socket.
+fn run_until_an_event(tool: &mut AsyncTool) {
+    while tool.iterate(Some(Duration::from_millis(50))).unwrap() == 0 {}
 }
 
 /// Reads what is there until `WouldBlock` (edge-triggered readiness).
-fn drain(s: &mut Step<'_>, conn: StackRef<TcpStream>) -> Result<Vec<u8>, futoin_asyncsteps::Error> {
+fn drain(s: &mut Step<'_>, conn: StackRef<TcpStream>) -> Result<Vec<u8>, Error> {
     let c = s.stack_get(conn)?;
     let mut out = Vec::new();
     let mut buf = [0u8; 64];
@@ -42,9 +54,7 @@ fn readable_then_read_then_wait_again() {
     let (mut client, server) = pair();
     let r = Recorder::default();
     let r2 = r.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let root = conn_flow(server, move |s, conn| {
         for _ in 0..2 {
             let r = r2.clone();
             s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
@@ -73,12 +83,8 @@ fn readable_then_read_then_wait_again() {
 fn writable_on_a_fresh_connection() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        // The source lives in the waiting step's own frame.
-        let conn = s.stack(server.take()?);
-        s.wait_io(conn, Interest::WRITABLE)
-    });
+    // The source lives in the waiting step's own frame.
+    let mut root = conn_flow(server, |s, conn| s.wait_io(conn, Interest::WRITABLE));
     root.add(|s, (ready,): (Ready,)| s.success((ready.writable,)));
     let p = root.promise::<(bool,)>(&mut tool);
     assert_eq!(tool.block_on(p).unwrap(), (true,));
@@ -94,9 +100,7 @@ fn a_timeout_deregisters_and_the_source_can_wait_again() {
     let (mut client, server) = pair();
     let r = Recorder::default();
     let r2 = r.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let root = conn_flow(server, move |s, conn| {
         let r = r2.clone();
         s.add_catch(
             move |s, ()| {
@@ -131,9 +135,7 @@ fn cancel_while_waiting_deregisters_and_later_data_is_harmless() {
     let (mut client, server) = pair();
     let cancelled = Recorder::default();
     let c2 = cancelled.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let root = conn_flow(server, move |s, conn| {
         let c = c2.clone();
         s.add(move |s, ()| {
             s.set_cancel(move || c.push("cancel callback"));
@@ -160,11 +162,7 @@ fn bad_use_is_an_internal_error() {
     // No reactor on the virtual-time tool.
     let mut vt = TestTool::new();
     let (_client, server) = pair();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
-        s.wait_io(conn, Interest::READABLE)
-    });
+    let root = conn_flow(server, |s, conn| s.wait_io(conn, Interest::READABLE));
     let p = root.promise::<()>(&mut vt);
     vt.run_all();
     let e = vt.block_on(p).unwrap_err();
@@ -181,15 +179,10 @@ fn bad_use_is_an_internal_error() {
 
     // Two waits in one step.
     let mut tool = AsyncTool::new().unwrap();
-    let (_client, server) = pair();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let e = error_of(&mut tool, |s, conn| {
         s.wait_io(conn, Interest::READABLE)?;
         s.wait_io(conn, Interest::READABLE)
     });
-    let p = root.promise::<()>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
     assert_eq!(e.info(), Some("wait_io(): this step already waits for I/O"));
     assert_eq!(tool.stats().io, 0);
 
@@ -249,9 +242,7 @@ fn readiness_between_two_waits_is_kept_for_the_next_wait() {
     let r = Recorder::default();
     let gate: Slot<futoin_asyncsteps::ExternalHandle> = slot();
     let (r2, g2) = (r.clone(), gate.clone());
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let root = conn_flow(server, move |s, conn| {
         let (r, g, r3) = (r2.clone(), g2.clone(), r2.clone());
         s.add(move |s, ()| s.wait_io(conn, Interest::READABLE));
         s.add(move |s, (_,): (Ready,)| {
@@ -274,7 +265,7 @@ fn readiness_between_two_waits_is_kept_for_the_next_wait() {
     }
     // The edge for "b" comes while no step waits on the socket.
     client.write_all(b"b").unwrap();
-    tool.iterate(Some(Duration::from_millis(50))).unwrap();
+    run_until_an_event(&mut tool);
     assert_eq!(tool.stats().io, 1, "still registered, nobody waiting");
     gate.lock().unwrap().take().unwrap().success(()).unwrap();
     tool.block_on(p).unwrap();
@@ -285,17 +276,12 @@ fn readiness_between_two_waits_is_kept_for_the_next_wait() {
 #[test]
 fn two_steps_cannot_wait_on_one_source_at_once() {
     let mut tool = AsyncTool::new().unwrap();
-    let (_client, server) = pair();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let e = error_of(&mut tool, |s, conn| {
         s.parallel()
             .add(move |s, ()| s.wait_io(conn, Interest::READABLE))
             .add(move |s, ()| s.wait_io(conn, Interest::READABLE));
         Ok(())
     });
-    let p = root.promise::<()>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
     assert_eq!(
         (e.code(), e.info()),
         (
@@ -310,9 +296,7 @@ fn two_steps_cannot_wait_on_one_source_at_once() {
 fn a_readable_wait_does_not_use_up_a_writable_edge() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let root = conn_flow(server, move |s, conn| {
         s.add(move |s, ()| s.wait_io(conn, Interest::WRITABLE));
         // Widens the registration to readable + writable.
         s.add(move |s, (_,): (Ready,)| s.wait_io(conn, Interest::READABLE));
@@ -353,9 +337,7 @@ fn kept_readiness_survives_a_wait_cancelled_before_it_was_delivered() {
     let (mut client, server) = pair();
     let gate: Slot<futoin_asyncsteps::ExternalHandle> = slot();
     let g2 = gate.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let root = conn_flow(server, move |s, conn| {
         // Register the source, then stop waiting on it.
         s.add_catch(
             move |s, ()| {
@@ -391,13 +373,13 @@ fn kept_readiness_survives_a_wait_cancelled_before_it_was_delivered() {
         tool.iterate(Some(Duration::from_millis(50))).unwrap();
     }
     client.write_all(b"data").unwrap();
-    tool.iterate(Some(Duration::from_millis(50))).unwrap(); // the edge is kept
+    run_until_an_event(&mut tool); // the edge is kept
     gate.lock().unwrap().take().unwrap().success(()).unwrap();
     assert_eq!(tool.block_on(p).unwrap(), (true,));
 }
 
 /// A step body given the socket.
-type Body = fn(&mut Step<'_>, StackRef<TcpStream>) -> futoin_asyncsteps::StepResult;
+type Body = fn(&mut Step<'_>, StackRef<TcpStream>) -> StepResult;
 
 #[test]
 fn wait_io_with_sub_steps_or_success_in_one_step_is_refused() {
@@ -427,15 +409,10 @@ fn wait_io_with_sub_steps_or_success_in_one_step_is_refused() {
         ),
     ];
     for (body, info) in cases {
-        let (_client, server) = pair();
-        let mut root = AsyncSteps::new();
-        root.add(move |s, ()| {
-            let conn = s.stack(server.take()?);
+        let e = error_of(&mut tool, move |s, conn| {
             s.add(move |s, ()| body(s, conn));
             Ok(())
         });
-        let p = root.promise::<()>(&mut tool);
-        let e = tool.block_on(p).unwrap_err();
         assert_eq!((e.code(), e.info()), (codes::INTERNAL_ERROR, Some(info)));
         assert_eq!(tool.stats().io, 0);
     }
@@ -444,10 +421,7 @@ fn wait_io_with_sub_steps_or_success_in_one_step_is_refused() {
 #[test]
 fn release_io_is_refused_while_a_step_waits_on_the_source() {
     let mut tool = AsyncTool::new().unwrap();
-    let (_client, server) = pair();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let conn = s.stack(server.take()?);
+    let e = error_of(&mut tool, |s, conn| {
         s.parallel()
             .add(move |s, ()| s.wait_io(conn, Interest::READABLE))
             .add(move |s, ()| {
@@ -457,8 +431,6 @@ fn release_io_is_refused_while_a_step_waits_on_the_source() {
             });
         Ok(())
     });
-    let p = root.promise::<()>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
     assert_eq!(
         (e.code(), e.info()),
         (

@@ -6,7 +6,7 @@
 //! counted: the test harness's own allocations on other threads never leak
 //! into the figures. The tests also take a static lock so they never overlap.
 
-use futoin_asyncsteps::{AsyncSteps, ExternalHandle, TestTool};
+use futoin_asyncsteps::{AsyncSteps, ExternalHandle, Step, TestTool};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -43,6 +43,13 @@ fn counted() -> bool {
     COUNTED.try_with(Cell::get).unwrap_or(false)
 }
 
+/// Counts a new allocation of `size` bytes.
+fn count_alloc(size: usize) {
+    BYTES.fetch_add(size, Relaxed);
+    ALLOCS.fetch_add(1, Relaxed);
+    record(size);
+}
+
 // SAFETY: every call is forwarded unchanged to `System`; the counters are
 // plain atomics and the thread-local is const-initialised with no
 // destructor, so nothing here allocates or unwinds.
@@ -50,9 +57,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let p = System.alloc(l);
         if !p.is_null() && counted() {
-            BYTES.fetch_add(l.size(), Relaxed);
-            ALLOCS.fetch_add(1, Relaxed);
-            record(l.size());
+            count_alloc(l.size());
         }
         p
     }
@@ -60,9 +65,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         let p = System.alloc_zeroed(l);
         if !p.is_null() && counted() {
-            BYTES.fetch_add(l.size(), Relaxed);
-            ALLOCS.fetch_add(1, Relaxed);
-            record(l.size());
+            count_alloc(l.size());
         }
         p
     }
@@ -260,6 +263,13 @@ fn repeat_flow(n: usize) -> AsyncSteps {
     root
 }
 
+/// Adds `count` empty (zero-sized) sub-steps.
+fn add_empty_substeps(s: &mut Step<'_>, count: usize) {
+    for _ in 0..count {
+        s.add(|_, ()| Ok(()));
+    }
+}
+
 /// `count` zero-sized sub-steps added by one step, between two marks;
 /// with `warm_up`, a first step adds and runs `count` of them before, so
 /// the strand's step queue already has the capacity.
@@ -267,17 +277,13 @@ fn substeps_flow(count: usize, warm_up: bool) -> AsyncSteps {
     let mut root = AsyncSteps::new();
     if warm_up {
         root.add(move |s, ()| {
-            for _ in 0..count {
-                s.add(|_, ()| Ok(()));
-            }
+            add_empty_substeps(s, count);
             Ok(())
         });
     }
     root.add(move |s, ()| {
         mark(&MARK_A);
-        for _ in 0..count {
-            s.add(|_, ()| Ok(()));
-        }
+        add_empty_substeps(s, count);
         Ok(())
     });
     root.add(|_, ()| {
@@ -344,9 +350,7 @@ fn finished_flow_does_not_keep_its_large_queue() {
     let before = snap();
     let mut root = AsyncSteps::new();
     root.add(|s, ()| {
-        for _ in 0..100_000 {
-            s.add(|_, ()| Ok(()));
-        }
+        add_empty_substeps(s, 100_000);
         Ok(())
     });
     let p = root.promise::<()>(&mut tool);

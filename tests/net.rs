@@ -5,20 +5,15 @@
 //! concurrent clients on a runtime. Registrations and flows count back to
 //! zero.
 
+#[path = "common/tcp.rs"]
+mod tcp;
+
 use futoin_asyncsteps::io::net;
 use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, Runtime, TakeOnce};
 use mio::net::{TcpListener, TcpStream};
 use std::io::{Read, Write};
 use std::time::Duration;
-
-/// A connected pair: a blocking std client and a mio server side.
-fn pair() -> (std::net::TcpStream, TakeOnce<TcpStream>) {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (server, _) = l.accept().unwrap();
-    server.set_nonblocking(true).unwrap();
-    (client, TakeOnce::new(TcpStream::from_std(server)))
-}
+use tcp::{conn_flow, pair};
 
 /// A flow that reads exactly `n` bytes from `conn` with an optional limit.
 fn reader(conn: TakeOnce<TcpStream>, n: usize, limit: Option<Duration>) -> AsyncSteps {
@@ -79,9 +74,7 @@ fn end_of_stream_is_an_empty_read() {
     let mut tool = AsyncTool::new().unwrap();
     let (client, conn) = pair();
     drop(client);
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let c = s.stack(conn.take()?);
+    let root = conn_flow(conn, |s, c| {
         net::read_some(s, c, 64);
         Ok(())
     });
@@ -95,9 +88,7 @@ fn a_reset_by_the_peer_is_a_comm_error() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, conn) = pair();
     // Data the client never reads makes its close send a reset.
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let c = s.stack(conn.take()?);
+    let root = conn_flow(conn, |s, c| {
         net::write_all(s, c, b"unread".to_vec());
         s.add(move |s, ()| {
             net::read_some(s, c, 64);
@@ -137,9 +128,7 @@ fn a_large_write_spans_many_writable_events() {
     const LEN: usize = 8 << 20;
     let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
     let expect = data.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let c = s.stack(conn.take()?);
+    let root = conn_flow(conn, move |s, c| {
         net::write_all(s, c, data.clone());
         Ok(())
     });

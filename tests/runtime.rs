@@ -21,17 +21,58 @@ fn rt(loops: usize) -> Runtime {
         .expect("runtime")
 }
 
+/// Returns once loop `i` has finished the turn it was in.
+fn sync_loop(rt: &Runtime, i: usize) {
+    let (tx, rx) = mpsc::channel();
+    rt.loop_handle(i)
+        .unwrap()
+        .call(move |_| tx.send(()).unwrap());
+    rx.recv().unwrap();
+}
+
 /// Returns once every loop has finished the turn it was in: loops publish
 /// their stats after each turn, so stats read after this include all that
 /// the caller has observed so far.
 fn sync_loops(rt: &Runtime) {
     for i in 0..rt.loops() {
-        let (tx, rx) = mpsc::channel();
-        rt.loop_handle(i)
-            .unwrap()
-            .call(move |_| tx.send(()).unwrap());
-        rx.recv().unwrap();
+        sync_loop(rt, i);
     }
+}
+
+/// `sync_loops` for every loop but `skip` (a loop that is blocked).
+fn sync_loops_except(rt: &Runtime, skip: usize) {
+    for i in (0..rt.loops()).filter(|&i| i != skip) {
+        sync_loop(rt, i);
+    }
+}
+
+/// A flow that, once started, tells `started` and then blocks its loop
+/// until `go` is sent. Returns the flow, `started` and `go`.
+fn blocker() -> (AsyncSteps, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (started_tx, started) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let go_rx = Arc::new(Mutex::new(go_rx));
+    let mut root = AsyncSteps::new();
+    root.add(move |_, ()| {
+        started_tx.send(()).unwrap();
+        go_rx.lock().unwrap().recv().unwrap();
+        Ok(())
+    });
+    (root, started, go)
+}
+
+/// After the loops have settled: each of the two loops was given half of
+/// the `n` flows. What loop i was given = what it started of its own +
+/// what its peer stole from it.
+fn assert_placed_evenly(rt: &Runtime, n: usize) {
+    sync_loops(rt);
+    let st = rt.stats();
+    let placed = |i: usize| st[i].started - st[i].stolen + st[1 - i].stolen;
+    assert_eq!(
+        (placed(0), placed(1)),
+        (n as u64 / 2, n as u64 / 2),
+        "{st:?}"
+    );
 }
 
 /// A flow that parks in `wait_external` and sends its handle out; the next
@@ -261,23 +302,16 @@ fn flows_from_outside_are_placed_round_robin_while_loops_are_busy() {
     const N: usize = 100;
     // Hold both loops inside a step so that none starts, steals or sleeps
     // while the flows are placed.
-    let (in_tx, in_rx) = mpsc::channel();
-    let mut gates = Vec::new();
+    let (mut started, mut gates) = (Vec::new(), Vec::new());
     for i in 0..2 {
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        gates.push(go_tx);
-        let go_rx = Arc::new(std::sync::Mutex::new(go_rx));
-        let in_tx = in_tx.clone();
-        let mut blocker = AsyncSteps::new();
-        blocker.add(move |_, ()| {
-            in_tx.send(()).unwrap();
-            go_rx.lock().unwrap().recv().unwrap();
-            Ok(())
-        });
-        rt.loop_handle(i).unwrap().execute(blocker);
+        let (flow, s, go) = blocker();
+        rt.loop_handle(i).unwrap().execute(flow);
+        started.push(s);
+        gates.push(go);
     }
-    in_rx.recv().unwrap();
-    in_rx.recv().unwrap();
+    for s in started {
+        s.recv().unwrap();
+    }
     let ps: Vec<_> = (0..N)
         .map(|_| {
             let mut root = AsyncSteps::new();
@@ -291,16 +325,7 @@ fn flows_from_outside_are_placed_round_robin_while_loops_are_busy() {
     for p in ps {
         p.wait().unwrap();
     }
-    sync_loops(&rt);
-    let st = rt.stats();
-    // What loop i was given = what it started of its own + what its peer
-    // stole from it.
-    let placed = |i: usize| st[i].started - st[i].stolen + st[1 - i].stolen;
-    assert_eq!(
-        (placed(0), placed(1)),
-        (N as u64 / 2, N as u64 / 2),
-        "{st:?}"
-    );
+    assert_placed_evenly(&rt, N);
 }
 
 #[test]
@@ -320,17 +345,9 @@ fn spawn_balanced_from_a_loop_spreads_a_burst_evenly() {
     const N: usize = 100;
     // Loop 1 runs a blocker; loop 0 runs the spawner. Neither starts the
     // new flows while the burst is placed, so placement is exact.
-    let (in_tx, in_rx) = mpsc::channel();
-    let (go_tx, go_rx) = mpsc::channel::<()>();
-    let go_rx = Arc::new(std::sync::Mutex::new(go_rx));
-    let mut blocker = AsyncSteps::new();
-    blocker.add(move |_, ()| {
-        in_tx.send(()).unwrap();
-        go_rx.lock().unwrap().recv().unwrap();
-        Ok(())
-    });
-    let blocked = rt.loop_handle(1).unwrap().promise::<()>(blocker);
-    in_rx.recv().unwrap();
+    let (flow, started, go_tx) = blocker();
+    let blocked = rt.loop_handle(1).unwrap().promise::<()>(flow);
+    started.recv().unwrap();
     sync_loops_except(&rt, 1);
     let h = rt.handle();
     let mut spawner = AsyncSteps::new();
@@ -357,25 +374,7 @@ fn spawn_balanced_from_a_loop_spreads_a_burst_evenly() {
         .wait()
         .unwrap();
     blocked.wait().unwrap();
-    sync_loops(&rt);
-    let st = rt.stats();
-    let placed = |i: usize| st[i].started - st[i].stolen + st[1 - i].stolen;
-    assert_eq!(
-        (placed(0), placed(1)),
-        (N as u64 / 2, N as u64 / 2),
-        "{st:?}"
-    );
-}
-
-/// `sync_loops` for every loop but `skip` (a loop that is blocked).
-fn sync_loops_except(rt: &Runtime, skip: usize) {
-    for i in (0..rt.loops()).filter(|&i| i != skip) {
-        let (tx, rx) = mpsc::channel();
-        rt.loop_handle(i)
-            .unwrap()
-            .call(move |_| tx.send(()).unwrap());
-        rx.recv().unwrap();
-    }
+    assert_placed_evenly(&rt, N);
 }
 
 #[test]
@@ -616,16 +615,8 @@ fn waiting_on_a_loop_thread_for_a_flow_is_refused_not_a_deadlock() {
 fn cancel_from_another_thread_before_and_after_start() {
     let rt = rt(1);
     // Before start: the only loop is blocked.
-    let (tx, rx) = mpsc::channel::<()>();
-    let rx = Arc::new(Mutex::new(rx));
-    let (running_tx, running) = mpsc::channel();
-    let mut blocker = AsyncSteps::new();
-    blocker.add(move |_, ()| {
-        running_tx.send(()).unwrap();
-        rx.lock().unwrap().recv().unwrap();
-        Ok(())
-    });
-    let b = rt.spawn::<()>(blocker);
+    let (flow, running, tx) = blocker();
+    let b = rt.spawn::<()>(flow);
     running.recv().unwrap();
     let l = log();
     let mut root = AsyncSteps::new();

@@ -55,20 +55,47 @@ impl Occupancy {
     }
 }
 
-/// A flow whose section enters, holds for `hold`, then leaves.
-fn occupant(m: &Mutex, occ: &Occupancy, hold: Duration) -> AsyncSteps {
+/// The body of an occupant's section: enters, holds for `hold`, then leaves.
+fn occupy(s: &mut Step<'_>, occ: &Occupancy, hold: Duration) {
+    occ.enter();
+    sleep(s, hold);
+    let occ = occ.clone();
+    s.add(move |_, ()| {
+        occ.leave();
+        Ok(())
+    });
+}
+
+/// A flow whose section on `obj` enters, holds for `hold`, then leaves.
+fn occupant<S: ISync + Clone>(obj: &S, occ: &Occupancy, hold: Duration) -> AsyncSteps {
     let mut root = AsyncSteps::new();
     let occ = occ.clone();
-    root.sync(m, move |s, ()| {
-        occ.enter();
-        sleep(s, hold);
-        s.add(move |_, ()| {
-            occ.leave();
-            Ok(())
-        });
+    root.sync(obj, move |s, ()| {
+        occupy(s, &occ, hold);
         Ok(())
     });
     root
+}
+
+/// Adds a parallel of `branches` occupants of `m`, each holding for `hold`.
+fn parallel_occupants(
+    s: &mut Step<'_>,
+    m: &Mutex,
+    occ: &Occupancy,
+    branches: usize,
+    hold: Duration,
+) {
+    let mut p = s.parallel();
+    for _ in 0..branches {
+        let (m, occ) = (m.clone(), occ.clone());
+        p.add(move |s, ()| {
+            s.sync(&m, move |s, ()| {
+                occupy(s, &occ, hold);
+                Ok(())
+            });
+            Ok(())
+        });
+    }
 }
 
 fn code_of<T>(tool: &mut TestTool, p: Promise<T>) -> String
@@ -81,6 +108,26 @@ where
     }
 }
 
+/// [`code_of`] every promise, in order.
+fn codes_of(tool: &mut TestTool, ps: Vec<Promise<()>>) -> Vec<String> {
+    ps.into_iter().map(|p| code_of(tool, p)).collect()
+}
+
+/// Runs the loop to the end and expects every promise to succeed.
+fn run_all_ok(tool: &mut TestTool, ps: Vec<Promise<()>>) {
+    tool.run_all();
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+}
+
+/// Runs `root` to its end and returns the error it failed with.
+fn error_of(tool: &mut TestTool, root: AsyncSteps) -> Error {
+    let p = root.promise::<()>(tool);
+    tool.run_all();
+    tool.block_on(p).unwrap_err()
+}
+
 #[test]
 fn mutex_admits_exactly_max_at_once_and_everyone_eventually() {
     let mut tool = TestTool::new();
@@ -91,10 +138,7 @@ fn mutex_admits_exactly_max_at_once_and_everyone_eventually() {
         .collect();
     tool.run_all_ready();
     assert_eq!(m.counts(), (3, 7));
-    tool.run_all();
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
+    run_all_ok(&mut tool, ps);
     assert_eq!(occ.get(), (0, 3, 10));
     // 10 flows, 3 at a time, 10 ms each: 4 rounds.
     assert_eq!(tool.elapsed(), ms(40));
@@ -110,9 +154,8 @@ fn mutex_queue_limit_rejects_exactly_the_overflow() {
         .map(|_| occupant(&m, &occ, ms(5)).promise::<()>(&mut tool))
         .collect();
     tool.run_all();
-    let codes: Vec<String> = ps.into_iter().map(|p| code_of(&mut tool, p)).collect();
     assert_eq!(
-        codes,
+        codes_of(&mut tool, ps),
         [
             "ok",
             "ok",
@@ -180,9 +223,7 @@ fn wrong_section_args_are_an_internal_error_and_release() {
     let mut root = AsyncSteps::new();
     root.add(|s, ()| s.success((1u8,)));
     root.sync(&m, |_, (_v,): (String,)| Ok(()));
-    let p = root.promise::<()>(&mut tool);
-    tool.run_all();
-    let e = tool.block_on(p).unwrap_err();
+    let e = error_of(&mut tool, root);
     assert_eq!(e.code(), codes::INTERNAL_ERROR);
     assert_eq!(m.counts(), (0, 0));
 }
@@ -351,9 +392,7 @@ fn a_branch_never_inherits_its_parents_hold_and_a_deadlock_is_an_error() {
         });
         Ok(())
     });
-    let p = root.promise::<()>(&mut tool);
-    tool.run_all();
-    let e = tool.block_on(p).unwrap_err();
+    let e = error_of(&mut tool, root);
     assert_eq!(e.code(), codes::INTERNAL_ERROR);
     assert_eq!(
         e.info(),
@@ -374,22 +413,7 @@ fn a_branch_waits_for_slots_that_others_will_free() {
     let mut root = AsyncSteps::new();
     let (m2, occ2) = (m.clone(), occ.clone());
     root.sync(&m, move |s, ()| {
-        let mut p = s.parallel();
-        for _ in 0..3 {
-            let (m3, occ3) = (m2.clone(), occ2.clone());
-            p.add(move |s, ()| {
-                s.sync(&m3, move |s, ()| {
-                    occ3.enter();
-                    sleep(s, ms(10));
-                    s.add(move |_, ()| {
-                        occ3.leave();
-                        Ok(())
-                    });
-                    Ok(())
-                });
-                Ok(())
-            });
-        }
+        parallel_occupants(s, &m2, &occ2, 3, ms(10));
         Ok(())
     });
     let p = root.promise::<()>(&mut tool);
@@ -408,22 +432,7 @@ fn sibling_branches_are_separate_flows() {
     let mut root = AsyncSteps::new();
     let (m2, occ2) = (m.clone(), occ.clone());
     root.add(move |s, ()| {
-        let mut p = s.parallel();
-        for _ in 0..2 {
-            let (m3, occ3) = (m2.clone(), occ2.clone());
-            p.add(move |s, ()| {
-                s.sync(&m3, move |s, ()| {
-                    occ3.enter();
-                    sleep(s, ms(10));
-                    s.add(move |_, ()| {
-                        occ3.leave();
-                        Ok(())
-                    });
-                    Ok(())
-                });
-                Ok(())
-            });
-        }
+        parallel_occupants(s, &m2, &occ2, 2, ms(10));
         Ok(())
     });
     let p = root.promise::<()>(&mut tool);
@@ -435,37 +444,29 @@ fn sibling_branches_are_separate_flows() {
 
 #[test]
 fn zero_limits_are_clear_internal_errors() {
+    /// A flow of one empty section on `obj`.
+    fn empty_section<S: ISync + Clone>(obj: &S) -> AsyncSteps {
+        let mut r = AsyncSteps::new();
+        r.sync(obj, |_, ()| Ok(()));
+        r
+    }
     let mut tool = TestTool::new();
     let cases: Vec<(AsyncSteps, &str)> = vec![
         (
-            {
-                let mut r = AsyncSteps::new();
-                r.sync(&Mutex::new(0, None), |_, ()| Ok(()));
-                r
-            },
+            empty_section(&Mutex::new(0, None)),
             "Mutex: max is 0, so no flow can ever enter",
         ),
         (
-            {
-                let mut r = AsyncSteps::new();
-                r.sync(&Throttle::new(0, ms(10), None), |_, ()| Ok(()));
-                r
-            },
+            empty_section(&Throttle::new(0, ms(10), None)),
             "Throttle: max is 0, so no flow can ever enter",
         ),
         (
-            {
-                let mut r = AsyncSteps::new();
-                r.sync(&Throttle::new(1, Duration::ZERO, None), |_, ()| Ok(()));
-                r
-            },
+            empty_section(&Throttle::new(1, Duration::ZERO, None)),
             "Throttle: the period is zero, so it would limit nothing",
         ),
     ];
     for (root, info) in cases {
-        let p = root.promise::<()>(&mut tool);
-        tool.run_all();
-        let e: Error = tool.block_on(p).unwrap_err();
+        let e = error_of(&mut tool, root);
         assert_eq!((e.code(), e.info()), (codes::INTERNAL_ERROR, Some(info)));
     }
 }
@@ -494,10 +495,7 @@ fn throttle_admits_max_per_period_in_order() {
     let mut tool = TestTool::new();
     let t = Throttle::new(3, ms(100), None);
     let (r, ps) = entry_times(&mut tool, &t, 8);
-    tool.run_all();
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
+    run_all_ok(&mut tool, ps);
     assert_eq!(r.get(), ["0", "0", "0", "100", "100", "100", "200", "200"]);
 }
 
@@ -506,10 +504,7 @@ fn throttle_timer_stops_when_idle_and_restarts_on_demand() {
     let mut tool = TestTool::new();
     let t = Throttle::new(1, ms(100), None);
     let (r, ps) = entry_times(&mut tool, &t, 2);
-    tool.run_all();
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
+    run_all_ok(&mut tool, ps);
     assert_eq!(r.get(), ["0", "100"]);
     // One more period to reset the count, then nothing is pending.
     assert_eq!(tool.pending().timers, 0);
@@ -518,10 +513,7 @@ fn throttle_timer_stops_when_idle_and_restarts_on_demand() {
     // Idle for a while, then a new burst starts a new period at once.
     tool.advance(ms(1000));
     let (r, ps) = entry_times(&mut tool, &t, 2);
-    tool.run_all();
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
+    run_all_ok(&mut tool, ps);
     assert_eq!(r.get(), ["0", "100"]);
 }
 
@@ -536,8 +528,10 @@ fn throttle_queue_limit_and_cancel_while_queued() {
     let second = ps.remove(1);
     second.cancel();
     tool.run_all();
-    let codes: Vec<String> = ps.into_iter().map(|p| code_of(&mut tool, p)).collect();
-    assert_eq!(codes, ["ok", "ok", "DefenseRejected", "DefenseRejected"]);
+    assert_eq!(
+        codes_of(&mut tool, ps),
+        ["ok", "ok", "DefenseRejected", "DefenseRejected"]
+    );
     assert_eq!(code_of(&mut tool, second), codes::CANCELED);
     assert_eq!(r.get(), ["0", "100"]);
 }
@@ -560,23 +554,17 @@ fn limiter_combines_concurrency_and_rate() {
             let mut root = AsyncSteps::new();
             let (occ, r) = (occ.clone(), r.clone());
             root.sync(&l, move |s, ()| {
-                occ.enter();
                 r.push(format!("{}", (s.tool().now() - t0).as_millis()));
-                sleep(s, ms(30));
-                s.add(move |_, ()| {
-                    occ.leave();
-                    Ok(())
-                });
+                occupy(s, &occ, ms(30));
                 Ok(())
             });
             root.promise::<()>(&mut tool)
         })
         .collect();
     tool.run_all();
-    let codes: Vec<String> = ps.into_iter().map(|p| code_of(&mut tool, p)).collect();
     // 2 inside + 2 queued for a slot; the rest are rejected by the mutex.
     assert_eq!(
-        codes,
+        codes_of(&mut tool, ps),
         ["ok", "ok", "ok", "ok", "DefenseRejected", "DefenseRejected"]
     );
     // Two at once; the third entry of the period at 30 ms, the fourth
@@ -727,26 +715,12 @@ fn two_objects_taken_in_one_step_are_both_held() {
     let ps: Vec<_> = (0..3)
         .map(|_| {
             let both = Both(shared.clone(), Mutex::new(1, None));
-            let mut root = AsyncSteps::new();
-            let occ = occ.clone();
-            root.sync(&both, move |s, ()| {
-                occ.enter();
-                sleep(s, ms(10));
-                s.add(move |_, ()| {
-                    occ.leave();
-                    Ok(())
-                });
-                Ok(())
-            });
-            root.promise::<()>(&mut tool)
+            occupant(&both, &occ, ms(10)).promise::<()>(&mut tool)
         })
         .collect();
     tool.run_all_ready();
     assert_eq!(shared.counts(), (1, 2));
-    tool.run_all();
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
+    run_all_ok(&mut tool, ps);
     assert_eq!(occ.get(), (0, 1, 3));
     assert_eq!(tool.elapsed(), ms(30));
     assert_eq!(shared.counts(), (0, 0));
@@ -781,9 +755,7 @@ fn the_same_object_twice_in_one_step_re_enters_or_is_refused_while_waiting() {
     let holder = occupant(&m, &occ, ms(10)).promise::<()>(&mut tool);
     let mut root = AsyncSteps::new();
     root.sync(&Twice(m.clone()), |_, ()| Ok(()));
-    let p = root.promise::<()>(&mut tool);
-    tool.run_all();
-    let e = tool.block_on(p).unwrap_err();
+    let e = error_of(&mut tool, root);
     assert_eq!(
         (e.code(), e.info()),
         (

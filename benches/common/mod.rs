@@ -1,0 +1,53 @@
+//! Helpers shared by the table-printing benchmarks: how the binary was run,
+//! and medians of batches with ours and the peer alternating.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+/// Criterion's `--profile-time` (a profiler run): the tables are skipped.
+pub fn profiling() -> bool {
+    std::env::args().any(|a| a == "--profile-time")
+}
+
+/// `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+/// then every case runs once at a tiny size.
+pub fn full_run() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// Median, min and max of a set of figures.
+#[derive(Clone, Copy)]
+pub struct Stats {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn of(mut v: Vec<f64>) -> Self {
+        v.sort_by(f64::total_cmp);
+        Stats {
+            median: v[v.len() / 2],
+            min: v[0],
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+/// Per-op ns of `batches` batches of each side, alternating, after one
+/// untimed warm-up of each.
+pub fn ab(
+    batches: usize,
+    ops: usize,
+    mut a: impl FnMut() -> Duration,
+    mut b: impl FnMut() -> Duration,
+) -> (Stats, Stats) {
+    a();
+    b();
+    let (mut va, mut vb) = (Vec::new(), Vec::new());
+    for _ in 0..batches {
+        va.push(a().as_nanos() as f64 / ops as f64);
+        vb.push(b().as_nanos() as f64 / ops as f64);
+    }
+    (Stats::of(va), Stats::of(vb))
+}
