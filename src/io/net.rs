@@ -56,8 +56,8 @@
 //! ```
 
 use super::{Interest, Ready};
-use crate::args::ArgValue;
-use crate::error::{codes, Error};
+use crate::args::{ArgValue, IntoArgs};
+use crate::error::{codes, Error, StepResult};
 use crate::steps::step::{StackRef, Step};
 use mio::net::{TcpListener, TcpStream};
 use std::cell::RefCell;
@@ -74,6 +74,31 @@ fn comm(what: &str, e: io::Error) -> Error {
     Error::with_info(codes::COMM_ERROR, format!("{what}: {e}"))
 }
 
+/// Makes one attempt in the calling step: on a value the step succeeds
+/// with `done(value)`; on `WouldBlock` (`Ok(None)`) `blocked` sets up the
+/// wait and the retries, given back `attempt` and `done`.
+fn attempt_then<S, T, A, F, D>(
+    s: &mut Step<'_>,
+    src: StackRef<S>,
+    mut attempt: F,
+    done: D,
+    blocked: impl FnOnce(&mut Step<'_>, F, D),
+) -> StepResult
+where
+    S: mio::event::Source + 'static,
+    A: IntoArgs,
+    F: FnMut(&mut S) -> Result<Option<T>, Error>,
+    D: FnOnce(T) -> A,
+{
+    match attempt(s.stack_get(src)?)? {
+        Some(v) => s.success(done(v)),
+        None => {
+            blocked(s, attempt, done);
+            Ok(())
+        }
+    }
+}
+
 /// Runs `attempt` until it gives a value, waiting for `interest` on `src`
 /// whenever it says `WouldBlock` (`Ok(None)`); then the calling step
 /// succeeds with `done(value)`. One sub-step when the operation can be
@@ -82,36 +107,34 @@ fn retry<S, T, A, F, D>(s: &mut Step<'_>, src: StackRef<S>, interest: Interest, 
 where
     S: mio::event::Source + 'static,
     T: 'static,
-    A: crate::args::IntoArgs + 'static,
+    A: IntoArgs + 'static,
     F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
     s.add(move |s, ()| {
-        let attempt = Rc::new(RefCell::new(attempt));
-        if let Some(v) = (attempt.borrow_mut())(s.stack_get(src)?)? {
-            return s.success(done(v));
-        }
-        let out: Rc<RefCell<Option<T>>> = Rc::default();
-        let o = out.clone();
-        s.loop_(move |s| {
-            s.add(move |s, ()| s.wait_io(src, interest));
-            let (attempt, o) = (attempt.clone(), o.clone());
-            s.add(move |s, (_,): (Ready,)| {
-                match (attempt.borrow_mut())(s.stack_get(src)?)? {
-                    Some(v) => {
-                        *o.borrow_mut() = Some(v);
-                        s.break_loop()
+        attempt_then(s, src, attempt, done, |s, attempt, done| {
+            let attempt = Rc::new(RefCell::new(attempt));
+            let out: Rc<RefCell<Option<T>>> = Rc::default();
+            let o = out.clone();
+            s.loop_(move |s| {
+                s.add(move |s, ()| s.wait_io(src, interest));
+                let (attempt, o) = (attempt.clone(), o.clone());
+                s.add(move |s, (_,): (Ready,)| {
+                    match (attempt.borrow_mut())(s.stack_get(src)?)? {
+                        Some(v) => {
+                            *o.borrow_mut() = Some(v);
+                            s.break_loop()
+                        }
+                        None => Ok(()), // a spurious wake-up: wait again
                     }
-                    None => Ok(()), // a spurious wake-up: wait again
-                }
+                });
+                Ok(())
             });
-            Ok(())
-        });
-        s.add(move |s, ()| match out.borrow_mut().take() {
-            Some(v) => s.success(done(v)),
-            None => Err(Error::internal("net: the loop ended without a result")),
-        });
-        Ok(())
+            s.add(move |s, ()| match out.borrow_mut().take() {
+                Some(v) => s.success(done(v)),
+                None => Err(Error::internal("net: the loop ended without a result")),
+            });
+        })
     });
 }
 
@@ -129,33 +152,33 @@ fn retry_short<S, T, A, F, D>(
 ) where
     S: mio::event::Source + 'static,
     T: 'static,
-    A: crate::args::IntoArgs + 'static,
+    A: IntoArgs + 'static,
     F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
     s.add(move |s, ()| attempt_or_wait(s, src, interest, attempt, done));
 }
 
+/// One attempt of [`retry_short`]; on `WouldBlock`, a wait step and
+/// another attempt as sub-steps.
 fn attempt_or_wait<S, T, A, F, D>(
     s: &mut Step<'_>,
     src: StackRef<S>,
     interest: Interest,
-    mut attempt: F,
+    attempt: F,
     done: D,
-) -> crate::error::StepResult
+) -> StepResult
 where
     S: mio::event::Source + 'static,
     T: 'static,
-    A: crate::args::IntoArgs + 'static,
+    A: IntoArgs + 'static,
     F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
-    if let Some(v) = attempt(s.stack_get(src)?)? {
-        return s.success(done(v));
-    }
-    s.add(move |s, ()| s.wait_io(src, interest));
-    s.add(move |s, (_,): (Ready,)| attempt_or_wait(s, src, interest, attempt, done));
-    Ok(())
+    attempt_then(s, src, attempt, done, |s, attempt, done| {
+        s.add(move |s, ()| s.wait_io(src, interest));
+        s.add(move |s, (_,): (Ready,)| attempt_or_wait(s, src, interest, attempt, done));
+    })
 }
 
 thread_local! {

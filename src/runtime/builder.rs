@@ -126,6 +126,25 @@ impl Builder {
     /// Replaces what happens to an error no one waits for (a flow started
     /// with [`Runtime::execute`] that fails, or a panicking loop callback)
     /// on every loop. The default writes one line to stderr.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{runtime::Runtime, AsyncSteps, Error};
+    /// use std::sync::mpsc;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let rt = Runtime::builder()
+    ///     .loops(1)
+    ///     .pin_threads(false)
+    ///     .on_unhandled_error(move |e| {
+    ///         let _ = tx.send(e.code().to_owned());
+    ///     })
+    ///     .build()?;
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|_, ()| Err(Error::with_info("Oops", "nobody waits for this")));
+    /// rt.execute(root);
+    /// assert_eq!(rx.recv().unwrap(), "Oops");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn on_unhandled_error(mut self, hook: impl Fn(&Error) + Send + Sync + 'static) -> Self {
         self.hook = Some(Arc::new(hook));
         self

@@ -7,8 +7,8 @@ use crate::runtime::builder::{PinStatus, SharedHook};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::tool::async_tool::AsyncTool;
-use crate::tool::shared::Shared;
-use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crate::tool::shared::{steal, Shared};
+use crossbeam_deque::{Injector, Stealer, Worker};
 use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -144,30 +144,24 @@ impl Core {
             return; // dropping the job answers its waiter
         }
         let mut job = Some(job);
-        // `Some(i)`: pushed on loop `i`'s own worker; `.1`: it has a backlog.
-        let mut local = None;
-        let _ = CURRENT.try_with(|c| {
-            if let Ok(c) = c.try_borrow() {
-                if let Some(cur) = c.as_ref().filter(|cur| cur.rt == self.id) {
-                    if let Some(j) = job.take() {
-                        cur.worker.push(j);
-                    }
-                    local = Some((cur.idx, cur.worker.len() > LOCAL_BACKLOG));
-                }
-            }
-        });
-        let mut placed = None;
-        if let Some(job) = job {
+        // `Some((i, backlog))`: pushed on loop `i`'s own worker, which now
+        // holds more than `LOCAL_BACKLOG` jobs when `backlog`.
+        let local = CURRENT
+            .try_with(|c| {
+                let c = c.try_borrow().ok()?;
+                let cur = c.as_ref().filter(|cur| cur.rt == self.id)?;
+                cur.worker.push(job.take()?);
+                Some((cur.idx, cur.worker.len() > LOCAL_BACKLOG))
+            })
+            .ok()
+            .flatten();
+        // Not on a loop thread of this runtime: pushed on loop `i`'s queue.
+        let placed = job.map(|job| {
             let i = self.place();
             self.loops[i].queue.push(job);
-            placed = Some(i);
-        }
-        // Pairs with the fence in `Shared::prepare_sleep` (a parked loop
-        // sees the job or we see it parked) and with the one in `close`
-        // (shutdown drains the injector or we see `closing`).
-        fence(Ordering::SeqCst);
-        if self.closing.load(Ordering::Relaxed) {
-            self.drain_injector();
+            i
+        });
+        if self.closed_after_push() {
             return;
         }
         match (local, placed) {
@@ -198,13 +192,26 @@ impl Core {
             .min_by_key(|&i| load(i))
             .unwrap_or(start);
         self.loops[i].queue.push(job);
-        // As in `submit`: pairs with `prepare_sleep` and `close`.
+        if !self.closed_after_push() {
+            self.loops[i].shared.wake_if_sleeping();
+        }
+    }
+
+    /// After a job was pushed: true when the runtime is closing, in which
+    /// case the loops' queues have been drained (their jobs answered; a job
+    /// on a loop's own worker is answered when that loop stops).
+    ///
+    /// The fence pairs with the one in `Shared::prepare_sleep` (a parked
+    /// loop sees the job or the caller, waking loops after this, sees it
+    /// parked) and with the one in `close` (shutdown drains the injector
+    /// or we see `closing`).
+    fn closed_after_push(&self) -> bool {
         fence(Ordering::SeqCst);
         if self.closing.load(Ordering::Relaxed) {
             self.drain_injector();
-            return;
+            return true;
         }
-        self.loops[i].shared.wake_if_sleeping();
+        false
     }
 
     /// Picks the loop for a flow spawned from outside: the first parked
@@ -247,14 +254,20 @@ impl Core {
         fence(Ordering::SeqCst);
     }
 
-    /// True when some flow waits to be started that loop `idx` could take.
-    fn has_jobs(&self, idx: usize, worker: &Worker<Job>) -> bool {
-        !worker.is_empty()
-            || self
-                .loops
-                .iter()
-                .enumerate()
-                .any(|(i, l)| !l.queue.is_empty() || (i != idx && !l.stealer.is_empty()))
+    /// True when some flow waits to be started that loop `idx`, the
+    /// calling loop thread, could take (its own worker, any loop's queue,
+    /// a peer's worker).
+    fn has_jobs(&self, idx: usize) -> bool {
+        CURRENT.with_borrow(|c| {
+            c.as_ref().is_some_and(|c| {
+                !c.worker.is_empty()
+                    || self
+                        .loops
+                        .iter()
+                        .enumerate()
+                        .any(|(i, l)| !l.queue.is_empty() || (i != idx && !l.stealer.is_empty()))
+            })
+        })
     }
 }
 
@@ -336,14 +349,8 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
         if started == 0 && !core.spin.is_zero() && !tool.has_immediates() {
             spin(idx, core, tool);
         }
-        let wait = if started > 0 {
-            Some(Duration::ZERO)
-        } else {
-            None
-        };
-        let idle =
-            || CURRENT.with_borrow(|c| c.as_ref().map_or(true, |c| !core.has_jobs(idx, &c.worker)));
-        tool.iterate_with(wait, &idle)?;
+        let wait = (started > 0).then_some(Duration::ZERO);
+        tool.iterate_with(wait, &|| !core.has_jobs(idx))?;
         publish(&me.counters, Some(tool));
         if tool.take_stop() {
             return Ok(());
@@ -355,8 +362,7 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
 fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
     let until = Instant::now() + core.spin;
     loop {
-        let busy = !tool.shared.is_empty()
-            || CURRENT.with_borrow(|c| c.as_ref().is_some_and(|c| core.has_jobs(idx, &c.worker)));
+        let busy = !tool.shared.is_empty() || core.has_jobs(idx);
         if busy || Instant::now() >= until {
             return;
         }
@@ -409,16 +415,6 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
         n += 1;
     }
     n
-}
-
-fn steal(mut f: impl FnMut() -> Steal<Job>) -> Option<Job> {
-    loop {
-        match f() {
-            Steal::Success(j) => return Some(j),
-            Steal::Empty => return None,
-            Steal::Retry => std::hint::spin_loop(),
-        }
-    }
 }
 
 fn publish(c: &Counters, tool: Option<&AsyncTool>) {

@@ -52,14 +52,15 @@ use std::thread::JoinHandle;
 /// callbacks run there), flows spawned but not started resolve to
 /// `Canceled`, and the threads are joined.
 pub struct Runtime {
-    core: Arc<Core>,
+    /// Everything but shutting down is what a handle does.
+    handle: RuntimeHandle,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("loops", &self.core.loops.len())
+            .field("loops", &self.loops())
             .finish_non_exhaustive()
     }
 }
@@ -107,14 +108,17 @@ impl Runtime {
     }
 
     fn from_parts(core: Arc<Core>, threads: Vec<JoinHandle<()>>) -> Self {
-        Runtime { core, threads }
+        Runtime {
+            handle: RuntimeHandle { core },
+            threads,
+        }
     }
 
     /// Starts a root flow from any thread and returns its result as a
     /// [`Promise`]: wait for it blocking, `.await` it, or cancel it from any
     /// thread. See the [module docs](self) for which loop runs it.
     pub fn spawn<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
-        spawn(&self.core, root)
+        self.handle.spawn(root)
     }
 
     /// Starts a root flow nobody waits for; an error it ends with goes to
@@ -136,7 +140,7 @@ impl Runtime {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn execute(&self, root: AsyncSteps) {
-        self.core.submit(Job::new(root, None));
+        self.handle.execute(root)
     }
 
     /// Like [`spawn`](Runtime::spawn), but always onto the loop with the
@@ -174,25 +178,44 @@ impl Runtime {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn spawn_balanced<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
-        self.handle().spawn_balanced(root)
+        self.handle.spawn_balanced(root)
     }
 
     /// [`spawn_balanced`](Runtime::spawn_balanced) for a flow nobody waits for.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
+    /// use std::sync::mpsc;
+    ///
+    /// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+    /// let (tx, rx) = mpsc::channel();
+    /// for i in 0..4 {
+    ///     let tx = tx.clone();
+    ///     let mut root = AsyncSteps::new();
+    ///     root.add(move |_, ()| {
+    ///         tx.send(i).unwrap();
+    ///         Ok(())
+    ///     });
+    ///     rt.execute_balanced(root);
+    /// }
+    /// let mut got: Vec<i32> = rx.iter().take(4).collect();
+    /// got.sort();
+    /// assert_eq!(got, [0, 1, 2, 3]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn execute_balanced(&self, root: AsyncSteps) {
-        self.core.submit_balanced(Job::new(root, None));
+        self.handle.execute_balanced(root)
     }
 
     /// A `Clone + Send + Sync` handle that spawns on this runtime from
     /// anywhere, including from inside a step.
     pub fn handle(&self) -> RuntimeHandle {
-        RuntimeHandle {
-            core: self.core.clone(),
-        }
+        self.handle.clone()
     }
 
     /// Number of loops.
     pub fn loops(&self) -> usize {
-        self.core.loops.len()
+        self.handle.loops()
     }
 
     /// A handle to post callbacks to loop `i` (spec `immediate`/`deferred`
@@ -215,7 +238,7 @@ impl Runtime {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn loop_handle(&self, i: usize) -> Option<ToolHandle> {
-        loop_handle(&self.core, i)
+        self.handle.loop_handle(i)
     }
 
     /// Per-loop counters, in loop order.
@@ -229,7 +252,7 @@ impl Runtime {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn stats(&self) -> Vec<LoopStats> {
-        stats(&self.core)
+        self.handle.stats()
     }
 
     /// Stops the runtime now (what dropping it does): cancels running
@@ -255,8 +278,9 @@ impl Runtime {
     }
 
     fn stop(&mut self) {
-        self.core.close();
-        for l in &self.core.loops {
+        let core = &self.handle.core;
+        core.close();
+        for l in &core.loops {
             l.shared.send(Msg::Stop);
         }
         let me = std::thread::current().id();
@@ -267,7 +291,7 @@ impl Runtime {
                 let _ = t.join();
             }
         }
-        self.core.drain_injector();
+        core.drain_injector();
     }
 }
 
@@ -317,7 +341,7 @@ impl std::fmt::Debug for RuntimeHandle {
 impl RuntimeHandle {
     /// See [`Runtime::spawn`].
     pub fn spawn<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
-        spawn(&self.core, root)
+        self.promise(root, Core::submit)
     }
 
     /// See [`Runtime::execute`].
@@ -327,9 +351,7 @@ impl RuntimeHandle {
 
     /// See [`Runtime::spawn_balanced`].
     pub fn spawn_balanced<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
-        let c = Completion::for_runtime(self.core.id);
-        self.core.submit_balanced(Job::new(root, Some(c.clone())));
-        Promise::new(c)
+        self.promise(root, Core::submit_balanced)
     }
 
     /// See [`Runtime::execute_balanced`].
@@ -344,12 +366,31 @@ impl RuntimeHandle {
 
     /// See [`Runtime::loop_handle`].
     pub fn loop_handle(&self, i: usize) -> Option<ToolHandle> {
-        loop_handle(&self.core, i)
+        self.core.loops.get(i).map(|l| ToolHandle {
+            shared: l.shared.clone(),
+        })
     }
 
     /// See [`Runtime::stats`].
     pub fn stats(&self) -> Vec<LoopStats> {
-        stats(&self.core)
+        self.core
+            .loops
+            .iter()
+            .enumerate()
+            .map(|(index, l)| {
+                let c = &l.counters;
+                LoopStats {
+                    index,
+                    pin: l.pin.clone(),
+                    flows: c.flows.load(Ordering::Relaxed),
+                    steps: c.steps.load(Ordering::Relaxed),
+                    timers: c.timers.load(Ordering::Relaxed),
+                    inbox: l.shared.remote_depth(),
+                    started: c.started.load(Ordering::Relaxed),
+                    stolen: c.stolen.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
     }
 
     /// The index of the loop the calling thread runs, if it is one of this
@@ -366,39 +407,24 @@ impl RuntimeHandle {
     }
 
     /// True once the runtime has begun to shut down.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::runtime::Runtime;
+    /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
+    /// let h = rt.handle();
+    /// assert!(!h.is_closed());
+    /// rt.shutdown();
+    /// assert!(h.is_closed());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.core.closing.load(Ordering::Acquire)
     }
-}
 
-fn spawn<T: FromArgs>(core: &Core, root: AsyncSteps) -> Promise<T> {
-    let c = Completion::for_runtime(core.id);
-    core.submit(Job::new(root, Some(c.clone())));
-    Promise::new(c)
-}
-
-fn loop_handle(core: &Core, i: usize) -> Option<ToolHandle> {
-    core.loops.get(i).map(|l| ToolHandle {
-        shared: l.shared.clone(),
-    })
-}
-
-fn stats(core: &Core) -> Vec<LoopStats> {
-    core.loops
-        .iter()
-        .enumerate()
-        .map(|(index, l)| {
-            let c = &l.counters;
-            LoopStats {
-                index,
-                pin: l.pin.clone(),
-                flows: c.flows.load(Ordering::Relaxed),
-                steps: c.steps.load(Ordering::Relaxed),
-                timers: c.timers.load(Ordering::Relaxed),
-                inbox: l.shared.remote_depth(),
-                started: c.started.load(Ordering::Relaxed),
-                stolen: c.stolen.load(Ordering::Relaxed),
-            }
-        })
-        .collect()
+    /// Submits `root` with `submit` and returns the promise of its result.
+    fn promise<T: FromArgs>(&self, root: AsyncSteps, submit: fn(&Core, Job)) -> Promise<T> {
+        let c = Completion::for_runtime(self.core.id);
+        submit(&self.core, Job::new(root, Some(c.clone())));
+        Promise::new(c)
+    }
 }

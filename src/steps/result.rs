@@ -177,24 +177,21 @@ pub(crate) struct Completion {
 
 impl Completion {
     pub(crate) fn new(target: Option<Arc<Shared>>) -> Arc<Self> {
+        Self::with(target, None)
+    }
+
+    /// For a flow spawned on runtime `id`: one of its loops will start it.
+    pub(crate) fn for_runtime(id: usize) -> Arc<Self> {
+        Self::with(None, Some(id))
+    }
+
+    fn with(target: Option<Arc<Shared>>, runtime: Option<usize>) -> Arc<Self> {
         Arc::new(Completion {
             slot: Mutex::new(Slot::Pending(None)),
             cv: Condvar::new(),
             target,
             home: OnceLock::new(),
-            runtime: None,
-            cancel: AtomicBool::new(false),
-        })
-    }
-
-    /// For a flow spawned on runtime `id`: one of its loops will start it.
-    pub(crate) fn for_runtime(id: usize) -> Arc<Self> {
-        Arc::new(Completion {
-            slot: Mutex::new(Slot::Pending(None)),
-            cv: Condvar::new(),
-            target: None,
-            home: OnceLock::new(),
-            runtime: Some(id),
+            runtime,
             cancel: AtomicBool::new(false),
         })
     }
@@ -310,6 +307,21 @@ impl<T: FromArgs> Promise<T> {
 
     /// True on the thread of the loop that runs the flow (spec
     /// `is_same_thread`); false before a loop has started it.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{runtime::Runtime, AsyncSteps, TestTool};
+    ///
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| s.success(()));
+    /// let mut tool = TestTool::new();
+    /// let here = root.clone().promise::<()>(&mut tool);
+    /// assert!(here.is_same_thread()); // this thread's loop runs it
+    /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
+    /// let there = rt.spawn::<()>(root);
+    /// assert!(!there.is_same_thread()); // a loop thread of the runtime
+    /// there.wait()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_same_thread(&self) -> bool {
         self.comp
             .home

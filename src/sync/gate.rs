@@ -95,13 +95,7 @@ impl<T> Queue<T> {
         self.0.push(n);
     }
     fn try_pop(&self) -> Option<Arc<Node<T>>> {
-        loop {
-            match self.0.steal() {
-                crossbeam_deque::Steal::Success(n) => return Some(n),
-                crossbeam_deque::Steal::Empty => return None,
-                crossbeam_deque::Steal::Retry => std::hint::spin_loop(),
-            }
-        }
+        crate::tool::shared::steal(|| self.0.steal())
     }
 }
 
@@ -168,11 +162,17 @@ impl<T> Gate<T> {
         ((w & ADMITTED) as u32, q.max(0) as u32)
     }
 
+    /// Whether a newcomer may enter in state `w`: nobody is queued (FIFO)
+    /// and a slot is free.
+    fn may_enter(&self, w: u64) -> bool {
+        w >> 32 == 0 && (w & ADMITTED) < self.max as u64
+    }
+
     /// The uncontended path: one CAS, admitted only when nobody waits.
     pub(crate) fn try_enter(&self) -> bool {
         let mut w = self.word.load(Relaxed);
         loop {
-            if w >> 32 != 0 || (w & ADMITTED) >= self.max as u64 {
+            if !self.may_enter(w) {
                 return false;
             }
             match self.word.compare_exchange_weak(w, w + 1, Acquire, Relaxed) {
@@ -187,8 +187,7 @@ impl<T> Gate<T> {
     pub(crate) fn enter_or_queue(&self, node: impl FnOnce() -> Arc<Node<T>>) -> Enter {
         let mut w = self.word.load(Relaxed);
         loop {
-            let queued = w >> 32;
-            if queued == 0 && (w & ADMITTED) < self.max as u64 {
+            if self.may_enter(w) {
                 match self.word.compare_exchange_weak(w, w + 1, Acquire, Relaxed) {
                     Ok(_) => return Enter::Now,
                     Err(now) => {
@@ -198,7 +197,7 @@ impl<T> Gate<T> {
                 }
             }
             if let Some(limit) = self.max_queue {
-                let live = queued as i64 - self.cancelled.load(Relaxed);
+                let live = (w >> 32) as i64 - self.cancelled.load(Relaxed);
                 if live >= limit as i64 {
                     return Enter::Rejected;
                 }
@@ -254,16 +253,7 @@ impl<T> Gate<T> {
     /// Starts a new period (Throttle): `admitted = 0`, then hands up to
     /// `max` slots to waiters in order. Returns the nodes to resume.
     pub(crate) fn new_period(&self) -> Vec<Arc<Node<T>>> {
-        let mut w = self.word.load(Acquire);
-        loop {
-            match self
-                .word
-                .compare_exchange_weak(w, w & !ADMITTED, AcqRel, Acquire)
-            {
-                Ok(_) => break,
-                Err(now) => w = now,
-            }
-        }
+        self.word.fetch_and(!ADMITTED, AcqRel);
         let mut out = Vec::new();
         loop {
             let w = self.word.load(Acquire);
@@ -363,6 +353,22 @@ impl Arm {
     }
 }
 
+/// Test helper for both the unit tests and the loom models.
+#[cfg(test)]
+impl<T> Gate<T> {
+    /// [`enter_or_queue`](Self::enter_or_queue) with a node resuming
+    /// `resume`, keeping a handle on that node when it was queued.
+    fn enter_keeping(&self, resume: T) -> (Enter, Option<Arc<Node<T>>>) {
+        let mut node = None;
+        let r = self.enter_or_queue(|| {
+            let n = Node::new(resume);
+            node = Some(n.clone());
+            n
+        });
+        (r, node)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -388,15 +394,8 @@ mod tests {
     fn cancelled_waiters_are_skipped_and_do_not_count_against_the_limit() {
         let g: Gate<u32> = Gate::new(1, Some(1));
         assert!(g.try_enter());
-        let mut first = None;
-        assert_eq!(
-            g.enter_or_queue(|| {
-                let n = Node::new(1);
-                first = Some(n.clone());
-                n
-            }),
-            Enter::Queued
-        );
+        let (r, first) = g.enter_keeping(1);
+        assert_eq!(r, Enter::Queued);
         assert_eq!(g.enter_or_queue(|| Node::new(9)), Enter::Rejected);
         let first = first.unwrap();
         assert!(first.cancel());
@@ -411,12 +410,7 @@ mod tests {
     fn a_granted_node_cannot_be_cancelled() {
         let g: Gate<u32> = Gate::new(1, None);
         assert!(g.try_enter());
-        let mut node = None;
-        g.enter_or_queue(|| {
-            let n = Node::new(1);
-            node = Some(n.clone());
-            n
-        });
+        let (_, node) = g.enter_keeping(1);
         let granted = g.release().unwrap();
         assert!(granted.is_granted());
         assert!(!node.unwrap().cancel());
@@ -462,88 +456,56 @@ mod loom_tests {
         println!("loom {name}: {} interleavings", RUNS.load(SeqCst));
     }
 
-    /// Two flows on two threads contend for a Mutex(1): each enters (at
-    /// once or queued and later granted), is alone inside, and releases.
-    /// Every interleaving ends with nothing admitted, nothing queued, and
-    /// both having been inside exactly once.
+    /// `threads` flows, one per thread, contend for a Mutex(`max`): each
+    /// enters (at once, or queued and later granted), finds at most `max`
+    /// inside, and releases (a handover to a waiter, which then sees
+    /// `is_granted`). Every interleaving ends with each having been inside
+    /// exactly once, nothing admitted and nothing queued.
+    fn mutex_contention(max: u32, threads: usize) {
+        let g = Arc::new(Gate::<usize>::new(max, None));
+        let inside = Arc::new(AtomicUsize::new(0));
+        let entries = Arc::new(AtomicUsize::new(0));
+        let ths: Vec<_> = (0..threads)
+            .map(|i| {
+                let (g, inside, entries) = (g.clone(), inside.clone(), entries.clone());
+                thread::spawn(move || {
+                    match g.enter_keeping(i) {
+                        (Enter::Now, _) => {}
+                        (Enter::Queued, node) => {
+                            let n = node.unwrap();
+                            while !n.is_granted() {
+                                thread::yield_now();
+                            }
+                        }
+                        (Enter::Rejected, _) => unreachable!("no limit"),
+                    }
+                    let before = inside.fetch_add(1, SeqCst);
+                    assert!(before < max as usize, "more than {max} inside");
+                    entries.fetch_add(1, SeqCst);
+                    inside.fetch_sub(1, SeqCst);
+                    let _ = g.release();
+                })
+            })
+            .collect();
+        for t in ths {
+            t.join().unwrap();
+        }
+        assert_eq!(entries.load(SeqCst), threads);
+        assert_eq!(g.counts(), (0, 0));
+    }
+
+    /// Two flows on two threads through a Mutex(1): mutual exclusion and
+    /// handover.
     #[test]
     fn two_threads_mutual_exclusion_and_handover() {
-        model("mutex, 2 threads", 3, || {
-            let g = Arc::new(Gate::<usize>::new(1, None));
-            let inside = Arc::new(AtomicUsize::new(0));
-            let entries = Arc::new(AtomicUsize::new(0));
-            let ths: Vec<_> = (0..2)
-                .map(|i| {
-                    let (g, inside, entries) = (g.clone(), inside.clone(), entries.clone());
-                    thread::spawn(move || {
-                        let mut node = None;
-                        match g.enter_or_queue(|| {
-                            let n = Node::new(i);
-                            node = Some(n.clone());
-                            n
-                        }) {
-                            Enter::Now => {}
-                            Enter::Queued => {
-                                let n = node.unwrap();
-                                while !n.is_granted() {
-                                    thread::yield_now();
-                                }
-                            }
-                            Enter::Rejected => unreachable!("no limit"),
-                        }
-                        assert_eq!(inside.fetch_add(1, SeqCst), 0, "two inside");
-                        entries.fetch_add(1, SeqCst);
-                        inside.fetch_sub(1, SeqCst);
-                        // A handover to the other thread: it sees is_granted.
-                        let _ = g.release();
-                    })
-                })
-                .collect();
-            for t in ths {
-                t.join().unwrap();
-            }
-            assert_eq!(entries.load(SeqCst), 2);
-            assert_eq!(g.counts(), (0, 0));
-        });
+        model("mutex, 2 threads", 3, || mutex_contention(1, 2));
     }
 
     /// Three threads through a Mutex(2): never more than two inside, all
     /// three get in, and the gate ends empty.
     #[test]
     fn three_threads_through_a_mutex_of_two() {
-        model("mutex(2), 3 threads", 2, || {
-            let g = Arc::new(Gate::<usize>::new(2, None));
-            let inside = Arc::new(AtomicUsize::new(0));
-            let entries = Arc::new(AtomicUsize::new(0));
-            let ths: Vec<_> = (0..3)
-                .map(|i| {
-                    let (g, inside, entries) = (g.clone(), inside.clone(), entries.clone());
-                    thread::spawn(move || {
-                        let mut node = None;
-                        if g.enter_or_queue(|| {
-                            let n = Node::new(i);
-                            node = Some(n.clone());
-                            n
-                        }) == Enter::Queued
-                        {
-                            let n = node.unwrap();
-                            while !n.is_granted() {
-                                thread::yield_now();
-                            }
-                        }
-                        assert!(inside.fetch_add(1, SeqCst) < 2, "three inside");
-                        entries.fetch_add(1, SeqCst);
-                        inside.fetch_sub(1, SeqCst);
-                        let _ = g.release();
-                    })
-                })
-                .collect();
-            for t in ths {
-                t.join().unwrap();
-            }
-            assert_eq!(entries.load(SeqCst), 3);
-            assert_eq!(g.counts(), (0, 0));
-        });
+        model("mutex(2), 3 threads", 2, || mutex_contention(2, 3));
     }
 
     /// A queued waiter cancels while the holder releases: either the
@@ -554,15 +516,8 @@ mod loom_tests {
         model("cancel vs release", 3, || {
             let g = Arc::new(Gate::<u8>::new(1, None));
             assert!(g.try_enter());
-            let mut node = None;
-            assert_eq!(
-                g.enter_or_queue(|| {
-                    let n = Node::new(0);
-                    node = Some(n.clone());
-                    n
-                }),
-                Enter::Queued
-            );
+            let (r, node) = g.enter_keeping(0);
+            assert_eq!(r, Enter::Queued);
             let node = node.unwrap();
             let g2 = g.clone();
             let holder = thread::spawn(move || {

@@ -97,6 +97,32 @@ impl std::fmt::Debug for Section {
 impl Section {
     /// A section running `f` (for [`ISync`] implementations that wrap a
     /// section in another synchronization, as [`Limiter`] does).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::sync::{ISync, Mutex, Section};
+    /// use futoin_asyncsteps::{Args, AsyncSteps, Step, StepResult, TestTool};
+    ///
+    /// /// Two mutexes, always taken in the same order.
+    /// #[derive(Clone)]
+    /// struct Both(Mutex, Mutex);
+    ///
+    /// impl ISync for Both {
+    ///     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+    ///         let inner = self.1.clone();
+    ///         // Inside the first mutex, take the second around `section`.
+    ///         let outer = Section::new(move |s: &mut Step<'_>, a: Args| inner.sync(s, a, section));
+    ///         self.0.sync(s, args, outer)
+    ///     }
+    /// }
+    ///
+    /// let both = Both(Mutex::new(1, None), Mutex::new(1, None));
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| s.success((1,)));
+    /// root.sync(&both, |s, (v,): (i32,)| s.success((v + 1,)));
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 2);
+    /// ```
     pub fn new<F, A>(f: F) -> Self
     where
         F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
@@ -117,13 +143,9 @@ impl Section {
         A: FromArgs + 'static,
         C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
     {
-        Section {
-            def: StepDef {
-                exec: Exec::Fn(def::once(f)),
-                catch: Some(def::once_catch(on_error)),
-                name: name_of::<F>(),
-            },
-        }
+        let mut section = Section::new(f);
+        section.def.catch = Some(def::once_catch(on_error));
+        section
     }
 
     /// Adds the section as a sub-step of `s` that receives `args`. Steps
@@ -163,6 +185,25 @@ impl<'a> Step<'a> {
 
     /// [`sync`](Step::sync) with an error handler for the critical section
     /// (spec `sync(obj, step, err_handler)`).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{sync::Mutex, AsyncSteps, Error, TestTool};
+    ///
+    /// let m = Mutex::new(1, None);
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |s, ()| {
+    ///     s.sync_catch(
+    ///         &m,
+    ///         |_, ()| Err(Error::with_info("Busy", "try later")),
+    ///         // Runs with the mutex still held; its result goes on.
+    ///         |s, e| s.success((e.code().to_owned(),)),
+    ///     );
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(String,)>(p).unwrap().0, "Busy");
+    /// ```
     pub fn sync_catch<S, F, A, C>(&mut self, obj: &S, f: F, on_error: C) -> &mut Self
     where
         S: ISync + Clone,
@@ -339,21 +380,18 @@ fn enter(
         });
         // Record the outcome first, so nothing after it can lose a slot.
         let h = s.parent_hold(id).ok_or_else(lost)?;
-        match r {
-            gate::Enter::Now => h.state = HoldState::Held,
-            gate::Enter::Queued => h.state = HoldState::Queued(node.expect("queued with a node")),
-            gate::Enter::Rejected => {}
-        }
-        match r {
-            gate::Enter::Now | gate::Enter::Queued => {
-                core.entered(s, r == gate::Enter::Queued);
-                Ok(())
+        h.state = match r {
+            gate::Enter::Now => HoldState::Held,
+            gate::Enter::Queued => HoldState::Queued(node.expect("queued with a node")),
+            gate::Enter::Rejected => {
+                return Err(Error::with_info(
+                    crate::codes::DEFENSE_REJECTED,
+                    format!("{what}: the queue is full"),
+                ))
             }
-            gate::Enter::Rejected => Err(Error::with_info(
-                crate::codes::DEFENSE_REJECTED,
-                format!("{what}: the queue is full"),
-            )),
-        }
+        };
+        core.entered(s, r == gate::Enter::Queued);
+        Ok(())
     });
     section.add_to(s, args);
     Ok(())

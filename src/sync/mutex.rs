@@ -100,6 +100,23 @@ impl Mutex {
     }
 
     /// Flows inside now and flows waiting (a recent snapshot).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{sync::Mutex, AsyncSteps, TestTool};
+    ///
+    /// let mut tool = TestTool::new();
+    /// let m = Mutex::new(1, None);
+    /// for _ in 0..2 {
+    ///     let mut root = AsyncSteps::new();
+    ///     root.sync(&m, |s, ()| {
+    ///         s.wait_external(); // stays inside
+    ///         Ok(())
+    ///     });
+    ///     root.execute(&mut tool);
+    /// }
+    /// tool.run_all_ready();
+    /// assert_eq!(m.counts(), (1, 1)); // one inside, one waiting
+    /// ```
     pub fn counts(&self) -> (u32, u32) {
         self.core.gate.counts()
     }

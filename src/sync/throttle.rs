@@ -165,6 +165,23 @@ impl Throttle {
     }
 
     /// Entries in the current period and flows waiting (a recent snapshot).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{sync::Throttle, AsyncSteps, TestTool};
+    /// use std::time::Duration;
+    ///
+    /// let mut tool = TestTool::new();
+    /// let t = Throttle::new(1, Duration::from_millis(100), None);
+    /// for _ in 0..2 {
+    ///     let mut root = AsyncSteps::new();
+    ///     root.sync(&t, |s, ()| s.success(()));
+    ///     root.execute(&mut tool);
+    /// }
+    /// tool.run_all_ready();
+    /// assert_eq!(t.counts(), (1, 1)); // one entered, one waits
+    /// tool.advance(Duration::from_millis(100));
+    /// assert_eq!(t.counts(), (1, 0)); // the next period let it in
+    /// ```
     pub fn counts(&self) -> (u32, u32) {
         self.core.gate.counts()
     }

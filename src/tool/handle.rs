@@ -58,10 +58,9 @@ impl ToolHandle {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn deferred(&self, delay: Duration, f: impl FnOnce(&mut Scheduler) + Send + 'static) {
-        self.shared
-            .send(Msg::Call(Box::new(move |s: &mut Scheduler| {
-                s.deferred(delay, f);
-            })));
+        self.call(move |s| {
+            s.deferred(delay, f);
+        });
     }
 
     /// Starts a flow on the loop; unhandled errors go to its hook.

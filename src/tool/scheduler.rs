@@ -256,13 +256,7 @@ impl Scheduler {
     /// that names one of the engine's own timers (e.g. a handle from another
     /// loop) is ignored.
     pub fn cancel(&mut self, h: TaskHandle) {
-        if matches!(
-            self.tasks.get(h),
-            Some(TaskSlot {
-                task: Task::User(_),
-                ..
-            })
-        ) {
+        if self.is_valid(h) {
             self.cancel_task(h);
         }
     }

@@ -99,6 +99,19 @@ impl Drop for OwnerGuard {
     }
 }
 
+/// Runs a crossbeam steal until it gives an answer: the item, or `None`
+/// when the queue is empty (`Retry`, a race with another stealer, is
+/// retried at once).
+pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
+    loop {
+        match f() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+}
+
 /// A number unique to the calling thread for the life of the process
 /// (unlike a thread-local's address, never reused by a later thread).
 pub(crate) fn thread_mark() -> usize {
@@ -131,11 +144,16 @@ impl Shared {
     #[inline]
     fn local<R>(&self, f: impl FnOnce(&mut VecDeque<Msg>) -> R) -> R {
         debug_assert!(self.is_same_thread());
-        // SAFETY: `local` is only reached from the thread that owns the loop
-        // (callers check `is_same_thread()`; the owner's `Scheduler` is
-        // `!Send`, so the owner never changes), so no two threads touch it.
-        // On that thread the `&mut` lives only inside `f`, which only pushes
-        // or pops and never runs user code, so no second `&mut` can overlap.
+        // SAFETY: `local` is only reached from the thread that owns the loop:
+        // `send` checks `is_same_thread()` first, and the other callers
+        // (`close`, `prepare_sleep`, `pop`, `is_empty`, `depth`) are reached
+        // only through the owner's `Scheduler` or the tool holding it (all
+        // `!Send`, so the owner never changes), as the assertion above
+        // checks in debug builds. So no two
+        // threads touch it. On that thread the `&mut` lives only inside `f`,
+        // which only pushes, pops or reads the length and never runs user
+        // code (a popped message is handled after `f` returns), so no second
+        // `&mut` can overlap.
         f(unsafe { &mut *self.local.get() })
     }
 
@@ -200,12 +218,8 @@ impl Shared {
     }
 
     fn drain_inbox(&self) {
-        loop {
-            match self.inbox.steal() {
-                Steal::Success(m) => settle(m),
-                Steal::Empty => return,
-                Steal::Retry => continue,
-            }
+        while let Some(m) = steal(|| self.inbox.steal()) {
+            settle(m);
         }
     }
 
@@ -245,13 +259,7 @@ impl Shared {
         if let Some(m) = self.local(|q| q.pop_front()) {
             return Some(m);
         }
-        loop {
-            match self.inbox.steal() {
-                Steal::Success(m) => return Some(m),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
-        }
+        steal(|| self.inbox.steal())
     }
 
     /// True when no message waits; owner thread only.
