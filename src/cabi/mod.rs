@@ -63,8 +63,13 @@ mod runtime;
 mod step;
 mod sync;
 mod value;
+pub mod wrap;
 
 pub use handle::QUARANTINE;
 pub use runtime::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new, FutoInRuntime};
 pub use sync::{futoin_limiter_new, futoin_mutex_new, futoin_sync_free, futoin_throttle_new};
 pub use value::{BinaryValue, Element};
+pub use wrap::{
+    wrap, wrap_step, ForeignExternal, ForeignFlow, ForeignParallel, ForeignRoot, ForeignSteps,
+    ForeignTask,
+};

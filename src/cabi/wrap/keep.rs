@@ -1,0 +1,338 @@
+//! Where the Rust closures given to a foreign flow live, and the `extern "C"`
+//! trampolines that call them.
+//!
+//! A closure added from a step is boxed and its pointer is the callback's
+//! `data`. The box is owned by a pointer-sized cell from the step's
+//! `stack()` (freed with the step, after its sub-steps), or, where the
+//! implementation gives no stack (a root, an error handler of some
+//! implementations), by an arena kept in the root's state variable
+//! [`ARENA`] (freed when the root's state is cleaned up).
+
+use super::ForeignSteps;
+use crate::args::{Args, FromArgs};
+use crate::cabi::types::*;
+use crate::cabi::value;
+use crate::error::{Error, StepResult};
+use crate::steps::flow::panic_error;
+use parking_lot::Mutex;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The state variable that holds a root's [`Arena`].
+pub(super) const ARENA: &CStr = c"futoin_asyncsteps::wrap::arena";
+
+/// Boxed values owned by a root's state: each pointer with its drop.
+#[derive(Default)]
+pub(super) struct Arena(Mutex<Vec<Owned>>);
+
+/// A boxed value as a raw pointer, with the function that drops it.
+type Owned = (*mut c_void, unsafe fn(*mut c_void));
+
+// SAFETY: the arena only holds boxes of `Send` values (see `Keeper::keep`),
+// and drops each exactly once, on whichever thread drops the arena.
+unsafe impl Send for Arena {}
+// SAFETY: the list is behind a mutex; the values are never touched here
+// except to drop them.
+unsafe impl Sync for Arena {}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for (p, drop_fn) in self.0.get_mut().drain(..) {
+            // SAFETY: each entry is a pointer from `Box::into_raw` with the
+            // matching `drop_box::<T>`, pushed once.
+            let _ = catch_unwind(AssertUnwindSafe(|| unsafe { drop_fn(p) }));
+        }
+    }
+}
+
+/// Drops a `Box<T>` given as a raw pointer.
+///
+/// # Safety
+/// `p` came from `Box::<T>::into_raw` and is dropped once.
+unsafe fn drop_box<T>(p: *mut c_void) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p as *mut T) });
+}
+
+/// The `stack()` cleanup of a cell that holds a `*mut T` from a box.
+unsafe extern "C" fn drop_cell<T>(cell: *mut c_void) {
+    // SAFETY: the cell is the pointer-sized block `Keeper::keep` asked
+    // for (maybe unaligned); it holds NULL or a box pointer written once.
+    let p = unsafe { (cell as *mut *mut T).read_unaligned() };
+    if !p.is_null() {
+        // SAFETY: written by `Keeper::keep` from `Box::into_raw`; this
+        // cleanup runs once per cell.
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe { drop_box::<T>(p.cast()) }));
+    }
+}
+
+unsafe extern "C" fn arena_new(_: *mut c_void) -> *mut c_void {
+    Box::into_raw(Box::<Arena>::default()).cast()
+}
+
+unsafe extern "C" fn arena_free(_: *mut c_void, v: *mut c_void) {
+    if !v.is_null() {
+        // SAFETY: `v` is the arena `arena_new` made; the state variable's
+        // cleanup runs once.
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe { drop_box::<Arena>(v) }));
+    }
+}
+
+/// The root arena reached through `bsi` (made on first use), or NULL.
+///
+/// # Safety
+/// `bsi` is a live handle with the table `api`.
+pub(super) unsafe fn arena_of(
+    bsi: *mut FutoInAsyncSteps,
+    api: &FutoInAsyncStepsAPI,
+) -> *const Arena {
+    let Some(sv) = api.state_variable else {
+        return std::ptr::null();
+    };
+    // SAFETY: the caller's live handle; the allocate/cleanup pair above.
+    unsafe {
+        sv(
+            bsi,
+            std::ptr::null_mut(),
+            ARENA.as_ptr(),
+            Some(arena_new),
+            Some(arena_free),
+        )
+    }
+    .cast()
+}
+
+/// Who owns the boxes made for one handle's callbacks.
+#[derive(Clone, Copy)]
+pub(super) enum Keeper {
+    /// The running step: its `stack()`, else its root's arena.
+    Step(*mut FutoInAsyncSteps, *const FutoInAsyncStepsAPI),
+    /// A root's arena (set up before the root runs).
+    Arena(*const Arena),
+}
+
+impl Keeper {
+    /// Boxes `v` and gives the box to the owner; the pointer stays valid
+    /// until the owner frees it.
+    ///
+    /// # Safety
+    /// For `Step`: a live step handle inside its callback. For `Arena`: a
+    /// live arena.
+    pub(super) unsafe fn keep<T: Send + 'static>(self, v: T) -> Result<*mut T, Error> {
+        let p = Box::into_raw(Box::new(v));
+        let arena = match self {
+            Keeper::Step(bsi, api) => {
+                // SAFETY: the caller's live handle and its table.
+                let api = unsafe { &*api };
+                if let Some(stack) = api.stack {
+                    let size = std::mem::size_of::<*mut T>();
+                    // SAFETY: as above; `drop_cell::<T>` matches the cell.
+                    let cell = unsafe { stack(bsi, size, Some(drop_cell::<T>)) };
+                    if !cell.is_null() {
+                        // SAFETY: `cell` is at least pointer-sized memory
+                        // of this step; alignment is not assumed.
+                        unsafe { (cell as *mut *mut T).write_unaligned(p) };
+                        return Ok(p);
+                    }
+                }
+                // SAFETY: as above.
+                unsafe { arena_of(bsi, api) }
+            }
+            Keeper::Arena(a) => a,
+        };
+        // SAFETY: NULL or a live arena (the caller's contract, or just
+        // returned by the implementation's stateVariable).
+        match unsafe { arena.as_ref() } {
+            Some(a) => {
+                a.0.lock().push((p.cast(), drop_box::<T>));
+                Ok(p)
+            }
+            None => {
+                // SAFETY: `p` is ours, never given out.
+                drop(unsafe { Box::from_raw(p) });
+                Err(Error::internal(
+                    "wrap: the implementation gave neither stack() nor stateVariable() \
+                     memory to keep a Rust callback in",
+                ))
+            }
+        }
+    }
+}
+
+/// A step's execute closure, typed args decoded inside.
+pub(super) type ExecFn = Box<dyn FnOnce(&mut ForeignSteps<'_>, Args) -> StepResult + Send>;
+/// An error handler.
+pub(super) type CatchFn = Box<dyn FnOnce(&mut ForeignSteps<'_>, &Error) -> StepResult + Send>;
+/// A loop body (`i` is the iteration for `repeat`, 0 for `loop`).
+pub(super) type BodyFn = Box<dyn FnMut(&mut ForeignSteps<'_>, usize) -> StepResult + Send>;
+
+/// Erases the args type of a step closure.
+pub(super) fn exec_fn<F, A>(f: F) -> ExecFn
+where
+    F: FnOnce(&mut ForeignSteps<'_>, A) -> StepResult + Send + 'static,
+    A: FromArgs,
+{
+    Box::new(move |s, mut a| {
+        let a = A::from_args(&mut a)?;
+        f(s, a)
+    })
+}
+
+/// The `data` of an `add`: the step and its error handler (the spec gives
+/// both callbacks the same `data`).
+pub(super) struct StepSlot {
+    pub(super) exec: Mutex<Option<ExecFn>>,
+    pub(super) catch: Mutex<Option<CatchFn>>,
+}
+
+/// Moves the values out of a callback's args (their slots are left
+/// empty, as the interface's ownership rules allow).
+///
+/// # Safety
+/// `args` is NULL or args as the header describes them, in writable memory
+/// wherever a slot is set.
+pub(super) unsafe fn take_args(args: *const FutoInArgs) -> Result<Args, Error> {
+    if args.is_null() {
+        return Ok(Args::new());
+    }
+    let mut own = FutoInArgs::EMPTY;
+    let src = args as *mut FutoInArgs;
+    for i in 0..4 {
+        // SAFETY: `args` points at four slots (the caller's contract).
+        let slot = unsafe { &raw mut (*src).args[i] };
+        // SAFETY: as above; reading a slot's type is always allowed.
+        if unsafe { (*slot).type_.is_null() } {
+            continue;
+        }
+        // SAFETY: a set slot: its value moves to `own`, and the source is
+        // marked empty so the implementation does not clean it up again.
+        unsafe {
+            own.args[i] = slot.read();
+            (*slot).type_ = std::ptr::null();
+        }
+    }
+    // SAFETY: `own` holds the values just moved, as the header describes.
+    unsafe { value::from_c(&mut own) }
+}
+
+/// A C string for the interface: an interior NUL becomes U+FFFD.
+pub(super) fn c_string(s: &str) -> CString {
+    CString::new(s)
+        .unwrap_or_else(|_| CString::new(s.replace('\0', "\u{FFFD}")).expect("no NUL left"))
+}
+
+/// Runs a callback body, turning a panic into `InternalError`.
+pub(super) fn guarded(what: &str, f: impl FnOnce() -> StepResult) -> StepResult {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panic_error(what, p)))
+}
+
+/// The execute trampoline of an `add`ed Rust step.
+pub(super) unsafe extern "C" fn exec_tramp(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    // SAFETY: `data` is the StepSlot kept until the parent step ends.
+    let f = unsafe { &*(data as *const StepSlot) }.exec.lock().take();
+    // SAFETY: the implementation calls with the step's live handle and
+    // its args.
+    unsafe {
+        super::wrap_step(bsi, args, |s, a: Args| match f {
+            Some(f) => f(s, a),
+            None => Err(Error::internal("wrap: a Rust step was called twice")),
+        })
+    };
+}
+
+/// The error trampoline of an `add`ed Rust step (or a parallel).
+pub(super) unsafe extern "C" fn catch_tramp(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    code: *const c_char,
+) {
+    // SAFETY: `data` is the StepSlot kept until the parent step ends.
+    let Some(c) = unsafe { &*(data as *const StepSlot) }.catch.lock().take() else {
+        return; // a handler runs once; the error goes on
+    };
+    // SAFETY: the live handle of the failed step's handler.
+    let Some(mut s) = (unsafe { super::wrap_checked(bsi) }) else {
+        return;
+    };
+    // SAFETY: the implementation's NUL-terminated code, or NULL.
+    let e = unsafe { s.error_of(code) };
+    let r = guarded("a wrapped error handler", || c(&mut s, &e));
+    s.complete(r);
+}
+
+/// The trampoline of a `loop`/`repeat` body.
+pub(super) unsafe extern "C" fn body_tramp(bsi: *mut FutoInAsyncSteps, data: *mut c_void) {
+    // SAFETY: the implementation gives loop bodies iteration 0..; `loop`
+    // bodies ignore it.
+    unsafe { repeat_tramp(bsi, data, 0) }
+}
+
+/// The trampoline of a `repeat` body.
+pub(super) unsafe extern "C" fn repeat_tramp(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    i: usize,
+) {
+    // SAFETY: the live handle of this iteration.
+    let Some(mut s) = (unsafe { super::wrap_checked(bsi) }) else {
+        return;
+    };
+    // SAFETY: `data` is the body kept until the parent step ends.
+    let body = unsafe { &*(data as *const Mutex<BodyFn>) };
+    let r = match body.try_lock() {
+        Some(mut b) => guarded("a wrapped loop body", || b(&mut s, i)),
+        None => Err(Error::internal("wrap: a loop body was re-entered")),
+    };
+    s.complete(r);
+}
+
+/// A `setCancel` callback's data.
+pub(super) type CancelSlot = Mutex<Option<Box<dyn FnOnce() + Send>>>;
+
+/// The `setCancel` trampoline.
+pub(super) unsafe extern "C" fn cancel_tramp(_bsi: *mut FutoInAsyncSteps, data: *mut c_void) {
+    // SAFETY: `data` is the CancelSlot kept until the step ends.
+    if let Some(f) = unsafe { &*(data as *const CancelSlot) }.lock().take() {
+        // Nothing to report a panic to: the step is already ending.
+        let _ = catch_unwind(AssertUnwindSafe(f));
+    }
+}
+
+/// A scheduled callback's data: owned by the call (freed when it runs).
+pub(super) type TaskFn = Box<dyn FnOnce() + Send>;
+
+/// The `sched_immediate`/`sched_deferred` trampoline.
+pub(super) unsafe extern "C" fn task_tramp(data: *mut c_void) {
+    // SAFETY: `data` came from `Box::into_raw(Box<TaskFn>)`; the
+    // implementation calls it once, and a cancelled task never.
+    let f = unsafe { Box::from_raw(data as *mut TaskFn) };
+    let _ = catch_unwind(AssertUnwindSafe(f));
+}
+
+/// An unhandled-error callback's data, kept in the root's arena.
+pub(super) type UnhandledSlot = Mutex<Option<Box<dyn FnOnce(Error) + Send>>>;
+
+/// The `execute` unhandled-error trampoline.
+pub(super) unsafe extern "C" fn unhandled_tramp(
+    _bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    code: *const c_char,
+) {
+    // SAFETY: `data` is the slot kept in the root's arena, which lives
+    // until the root's state is cleaned up, after this callback.
+    if let Some(f) = unsafe { &*(data as *const UnhandledSlot) }.lock().take() {
+        // SAFETY: the implementation's NUL-terminated code, or NULL.
+        let code = match unsafe { code.as_ref() } {
+            // SAFETY: as above.
+            Some(_) => unsafe { CStr::from_ptr(code) }
+                .to_string_lossy()
+                .into_owned(),
+            None => crate::codes::INTERNAL_ERROR.to_owned(),
+        };
+        let _ = catch_unwind(AssertUnwindSafe(|| f(Error::new(code))));
+    }
+}

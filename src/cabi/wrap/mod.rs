@@ -1,0 +1,647 @@
+//! `wrap()` (spec 2.2.1): Rust steps inside a flow owned by another
+//! implementation of the binary interface.
+//!
+//! [`wrap`] turns the `FutoInAsyncSteps*` a C callback received into a
+//! [`ForeignSteps`], a view with the method names and closure shapes of
+//! [`Step`](crate::Step): `add(|s, args| ...)`, `add_catch`, `parallel`,
+//! `success`, `error` (as a returned `Err`), `set_timeout`, `set_cancel`,
+//! `wait_external`, loops with labels, state variables, `sync`, the
+//! AsyncTool calls. [`wrap_step`] does the whole callback: decodes the
+//! args, runs a Rust closure, and reports its result. [`ForeignRoot`] owns
+//! a foreign root: add Rust steps to it, then
+//! [`execute`](ForeignRoot::execute) it.
+//!
+//! The view is a separate type rather than [`Step`](crate::Step) itself
+//! because a `Step` is the engine's own running frame; code that should run
+//! on both can be written once as a function generic over a small trait of
+//! the caller's own.
+//!
+//! ## What the implementation behind the pointer must do
+//!
+//! Everything here goes through the pointer's function table, so `wrap`
+//! works with any implementation that keeps the rules this crate's own
+//! interface documents (`docs/c-interface.md`):
+//! - `data` given to `add`/`loop`/`setCancel`/... comes back unchanged;
+//! - `stack()` memory lives until the step ends (else a root-level
+//!   `stateVariable` is used, cleaned up when the root's state goes);
+//! - values in a callback's args may be moved out by setting the slot's
+//!   `type` to NULL;
+//! - `success`/`handle_error` of a waiting step may be called from any
+//!   thread, and calls on the handle of an ended step are harmless.
+//!
+//! Closures must be `Send`: another implementation may run a flow's steps
+//! on a thread other than the one that added them.
+//!
+//! ```
+//! use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new};
+//! use futoin_asyncsteps::cabi::ForeignRoot;
+//! use std::sync::mpsc::channel;
+//!
+//! let rt = futoin_runtime_new(1);
+//! // SAFETY: a fresh root of a live runtime, owned by `root` from here.
+//! let mut root = unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(rt)) }?;
+//! let (tx, rx) = channel();
+//! root.add(|s, ()| {
+//!     s.add(|s, ()| s.success((20i32, 22i32)));
+//!     s.add(|s, (a, b): (i32, i32)| s.success((a + b,)));
+//!     Ok(())
+//! });
+//! root.add(move |_, (v,): (i32,)| {
+//!     tx.send(v).unwrap();
+//!     Ok(())
+//! });
+//! let flow = root.execute(|e| panic!("unexpected {e}"));
+//! assert_eq!(rx.recv().unwrap(), 42);
+//! drop(flow);
+//! // SAFETY: every root of the runtime is freed.
+//! unsafe { futoin_runtime_free(rt) };
+//! # Ok::<(), futoin_asyncsteps::Error>(())
+//! ```
+
+mod handles;
+mod keep;
+mod root;
+
+pub use handles::{ForeignExternal, ForeignParallel, ForeignTask};
+pub use root::{ForeignFlow, ForeignRoot};
+
+use crate::args::{FromArgs, IntoArgs};
+use crate::cabi::types::*;
+use crate::cabi::value;
+use crate::error::{Control, Error, StepResult};
+use keep::*;
+use parking_lot::Mutex;
+use std::borrow::Cow;
+use std::ffi::{c_char, CStr};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::time::Duration;
+
+/// Views the step handle `bsi` as a [`ForeignSteps`].
+///
+/// End the callback with [`ForeignSteps::complete`], which turns a returned
+/// `Err` into the interface's `handle_error` (or `breakLoop`/`continueLoop`
+/// for [`break_loop`](ForeignSteps::break_loop) and friends). [`wrap_step`]
+/// does this for you.
+///
+/// # Safety
+/// `bsi` is the handle an execute or error callback of a live flow
+/// received, its implementation keeps the rules in the [module
+/// docs](self), and the view is used only during that callback (`'a`).
+///
+/// # Panics
+/// Never; a NULL `bsi` or table is a caller error checked with
+/// `debug_assert!` (use [`wrap_step`] for a checked entry).
+pub unsafe fn wrap<'a>(bsi: *mut FutoInAsyncSteps) -> ForeignSteps<'a> {
+    debug_assert!(!bsi.is_null());
+    ForeignSteps {
+        bsi,
+        // SAFETY: the caller's live handle starts with its table pointer.
+        api: unsafe { &*(*bsi).api },
+        misuse: None,
+        _cb: PhantomData,
+    }
+}
+
+/// [`wrap`], or `None` for a NULL handle or table.
+///
+/// # Safety
+/// As for [`wrap`], when not NULL.
+unsafe fn wrap_checked<'a>(bsi: *mut FutoInAsyncSteps) -> Option<ForeignSteps<'a>> {
+    // SAFETY: the caller's handle, when not NULL.
+    if bsi.is_null() || unsafe { (*bsi).api.is_null() } {
+        return None;
+    }
+    // SAFETY: checked above; the caller's contract otherwise.
+    Some(unsafe { wrap(bsi) })
+}
+
+/// Runs `f` as the body of an execute callback of a foreign flow: moves
+/// the values out of `args`, decodes them as `A`, runs `f` (a panic
+/// becomes `InternalError`), and completes the callback with its result.
+///
+/// ```
+/// use futoin_asyncsteps::cabi::types::{FutoInArgs, FutoInAsyncSteps};
+/// use futoin_asyncsteps::cabi::wrap_step;
+/// use std::ffi::c_void;
+///
+/// /// A C step written with the Rust API: doubles an int.
+/// unsafe extern "C" fn double(bsi: *mut FutoInAsyncSteps, _: *mut c_void, args: *const FutoInArgs) {
+///     // SAFETY: called by the implementation with its live handle and args.
+///     unsafe { wrap_step(bsi, args, |s, (v,): (i32,)| s.success((v * 2,))) }
+/// }
+/// # let _ = double;
+/// ```
+///
+/// # Safety
+/// `bsi` and `args` are what the implementation gave the callback (NULL
+/// `bsi` is a no-op); the rules in the [module docs](self) hold.
+pub unsafe fn wrap_step<A, F>(bsi: *mut FutoInAsyncSteps, args: *const FutoInArgs, f: F)
+where
+    A: FromArgs,
+    F: FnOnce(&mut ForeignSteps<'_>, A) -> StepResult,
+{
+    // SAFETY: the caller's handle.
+    let Some(mut s) = (unsafe { wrap_checked(bsi) }) else {
+        // Still take the values, so their cleanup runs once.
+        // SAFETY: the caller's args.
+        drop(unsafe { take_args(args) });
+        return;
+    };
+    // SAFETY: the caller's args.
+    let a = unsafe { take_args(args) };
+    let r = guarded("a wrapped step", || {
+        let mut a = a?;
+        let a = A::from_args(&mut a)?;
+        f(&mut s, a)
+    });
+    s.complete(r);
+}
+
+/// A Rust view of one running step of a foreign flow (see [`wrap`]).
+pub struct ForeignSteps<'a> {
+    bsi: *mut FutoInAsyncSteps,
+    api: &'a FutoInAsyncStepsAPI,
+    /// A call that could not be made; reported by `complete`.
+    misuse: Option<Error>,
+    _cb: PhantomData<&'a mut FutoInAsyncSteps>,
+}
+
+impl std::fmt::Debug for ForeignSteps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForeignSteps")
+            .field("bsi", &self.bsi)
+            .finish()
+    }
+}
+
+/// Calls a table entry, or records that the implementation has none.
+macro_rules! call {
+    ($s:expr, $entry:ident, $name:literal $(, $arg:expr)*) => {
+        match $s.api.$entry {
+            // SAFETY: the live handle of this callback (wrap's contract)
+            // and arguments of the types the entry takes.
+            Some(e) => Some(unsafe { e($s.bsi $(, $arg)*) }),
+            None => {
+                $s.note(Error::internal(concat!("wrap: the implementation has no ", $name)));
+                None
+            }
+        }
+    };
+}
+
+impl<'a> ForeignSteps<'a> {
+    /// The raw handle (to pass to C code).
+    pub fn as_ptr(&self) -> *mut FutoInAsyncSteps {
+        self.bsi
+    }
+
+    fn note(&mut self, e: Error) {
+        self.misuse.get_or_insert(e);
+    }
+
+    fn keeper(&self) -> Keeper {
+        Keeper::Step(self.bsi, self.api)
+    }
+
+    /// Boxes `v` where it lives as long as this step.
+    fn keep<T: Send + 'static>(&mut self, v: T) -> Option<*mut T> {
+        // SAFETY: this callback's live handle (wrap's contract).
+        match unsafe { self.keeper().keep(v) } {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.note(e);
+                None
+            }
+        }
+    }
+
+    /// Ends the callback: an `Err` (or an earlier call that could not be
+    /// made) goes to the implementation as `handle_error(code, info)`, a
+    /// loop control as `breakLoop`/`continueLoop`; `Ok` does nothing more.
+    pub fn complete(mut self, r: StepResult) {
+        let r = match self.misuse.take() {
+            Some(m) => Err(m),
+            None => r,
+        };
+        let Err(e) = r else { return };
+        let label = |l: &Option<Cow<'static, str>>| l.as_deref().map(c_string);
+        match e.control_ref() {
+            Control::Break(l) => {
+                let l = label(l);
+                let p = l.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
+                call!(self, break_loop, "breakLoop", p);
+            }
+            Control::Continue(l) => {
+                let l = label(l);
+                let p = l.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
+                call!(self, continue_loop, "continueLoop", p);
+            }
+            Control::None => {
+                let code = c_string(e.code());
+                let info = e.info().map(c_string);
+                let ip = info.as_ref().map_or(std::ptr::null(), |i| i.as_ptr());
+                call!(self, handle_error, "handle_error", code.as_ptr(), ip);
+            }
+        }
+    }
+
+    /// The error an error handler got: `code` and the `error_info` state.
+    ///
+    /// # Safety
+    /// `code` is NULL or NUL-terminated.
+    unsafe fn error_of(&mut self, code: *const c_char) -> Error {
+        let code = if code.is_null() {
+            crate::codes::INTERNAL_ERROR.to_owned()
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { CStr::from_ptr(code) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        match self.error_info() {
+            Some(i) => Error::with_info(code, i),
+            None => Error::new(code),
+        }
+    }
+
+    /// Adds a sub-step (spec `add`).
+    pub fn add<F, A>(&mut self, f: F) -> &mut Self
+    where
+        F: FnOnce(&mut ForeignSteps<'_>, A) -> StepResult + Send + 'static,
+        A: FromArgs + 'static,
+    {
+        self.push(exec_fn(f), None);
+        self
+    }
+
+    /// Adds a sub-step with an error handler (spec `add(func, onerror)`);
+    /// the handler works as in [`Step::add_catch`](crate::Step::add_catch).
+    pub fn add_catch<F, A, C>(&mut self, f: F, on_error: C) -> &mut Self
+    where
+        F: FnOnce(&mut ForeignSteps<'_>, A) -> StepResult + Send + 'static,
+        A: FromArgs + 'static,
+        C: FnOnce(&mut ForeignSteps<'_>, &Error) -> StepResult + Send + 'static,
+    {
+        self.push(exec_fn(f), Some(Box::new(on_error)));
+        self
+    }
+
+    fn push(&mut self, f: ExecFn, c: Option<CatchFn>) {
+        let has_catch = c.is_some();
+        let slot = StepSlot {
+            exec: Mutex::new(Some(f)),
+            catch: Mutex::new(c),
+        };
+        if let Some(p) = self.keep(slot) {
+            let eh: ErrorCallback = if has_catch { Some(catch_tramp) } else { None };
+            call!(self, add, "add", p.cast(), Some(exec_tramp), eh);
+        }
+    }
+
+    /// Adds a step that completes with `args` (spec `successStep`).
+    pub fn success_step(&mut self, args: impl IntoArgs + Send + 'static) -> &mut Self {
+        self.add(move |s, ()| s.success(args))
+    }
+
+    /// Adds a parallel step (spec `parallel`); add branches to the result.
+    pub fn parallel(&mut self) -> ForeignParallel<'_> {
+        self.parallel_impl(None)
+    }
+
+    /// [`parallel`](Self::parallel) with an error handler.
+    pub fn parallel_catch<C>(&mut self, on_error: C) -> ForeignParallel<'_>
+    where
+        C: FnOnce(&mut ForeignSteps<'_>, &Error) -> StepResult + Send + 'static,
+    {
+        self.parallel_impl(Some(Box::new(on_error)))
+    }
+
+    fn parallel_impl(&mut self, c: Option<CatchFn>) -> ForeignParallel<'_> {
+        let keeper = self.keeper();
+        let (data, eh): (*mut StepSlot, ErrorCallback) = match c {
+            Some(c) => {
+                let slot = StepSlot {
+                    exec: Mutex::new(None),
+                    catch: Mutex::new(Some(c)),
+                };
+                match self.keep(slot) {
+                    Some(p) => (p, Some(catch_tramp)),
+                    None => return ForeignParallel::failed(),
+                }
+            }
+            None => (std::ptr::null_mut(), None),
+        };
+        let par = call!(self, parallel, "parallel", data.cast(), eh).unwrap_or_default();
+        if par.is_null() {
+            self.note(Error::internal("wrap: parallel() gave NULL"));
+            return ForeignParallel::failed();
+        }
+        // SAFETY: the parallel handle the implementation just gave, used
+        // while this callback runs (the borrow of `self`).
+        unsafe { ForeignParallel::new(par, keeper) }
+    }
+
+    /// Adds a step that runs `f` holding `sync` (spec `sync`).
+    ///
+    /// # Safety
+    /// `sync` is a live `FutoInSync` for as long as the flow may use it.
+    pub unsafe fn sync<F, A>(&mut self, sync: *mut FutoInSync, f: F) -> &mut Self
+    where
+        F: FnOnce(&mut ForeignSteps<'_>, A) -> StepResult + Send + 'static,
+        A: FromArgs + 'static,
+    {
+        let slot = StepSlot {
+            exec: Mutex::new(Some(exec_fn(f))),
+            catch: Mutex::new(None),
+        };
+        if let Some(p) = self.keep(slot) {
+            call!(
+                self,
+                add_sync,
+                "addSync",
+                sync,
+                p.cast(),
+                Some(exec_tramp),
+                None
+            );
+        }
+        self
+    }
+
+    /// Completes the step with result args (spec `success`); the values are
+    /// moved to the implementation.
+    pub fn success(&mut self, args: impl IntoArgs) -> StepResult {
+        let mut out = FutoInArgs::EMPTY;
+        value::to_c(args.into_args(), &mut out);
+        call!(self, success, "success", &mut out);
+        // What the implementation did not move out.
+        value::reset_all(&mut out);
+        Ok(())
+    }
+
+    /// An error to return from the callback (spec `error(code, info)`):
+    /// `return s.error("NotFound", "no such user");`.
+    pub fn error(
+        &mut self,
+        code: impl Into<Cow<'static, str>>,
+        info: impl Into<Cow<'static, str>>,
+    ) -> StepResult {
+        Err(Error::with_info(code, info))
+    }
+
+    /// Sets the step's time limit (spec `setTimeout`), in whole
+    /// milliseconds rounded up (at most `u32::MAX`).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(u32::MAX as u128) as u32;
+        call!(self, set_timeout, "setTimeout", ms);
+    }
+
+    /// Sets the step's cancel callback (spec `setCancel`).
+    pub fn set_cancel(&mut self, on_cancel: impl FnOnce() + Send + 'static) {
+        let slot: CancelSlot = Mutex::new(Some(Box::new(on_cancel)));
+        if let Some(p) = self.keep(slot) {
+            call!(self, set_cancel, "setCancel", p.cast(), Some(cancel_tramp));
+        }
+    }
+
+    /// Marks the step as waiting (spec `waitExternal`) and returns a handle
+    /// that completes it from any thread.
+    pub fn wait_external(&mut self) -> ForeignExternal {
+        call!(self, wait_external, "waitExternal");
+        // SAFETY: a step handle; the module's rules make its success and
+        // handle_error callable from any thread and harmless once ended.
+        unsafe { ForeignExternal::new(self.bsi) }
+    }
+
+    /// The Rust state variable `name` of the flow (spec `state()`), made
+    /// with `init` on first use; `None` when it holds another type or the
+    /// implementation gave no memory. Rust variables are named
+    /// `rust:<name>` in the flow's C state, apart from C ones.
+    pub fn state_variable<T: Send + 'static>(
+        &mut self,
+        name: &str,
+        init: impl FnOnce() -> T,
+    ) -> Option<&mut T> {
+        root::state_variable(self.bsi, self.api, name, init)
+    }
+
+    /// The flow's `error_info` (the info of the last error), if any.
+    pub fn error_info(&mut self) -> Option<String> {
+        self.c_state("error_info")
+    }
+
+    /// The code of the flow's `last_exception`, if any.
+    pub fn last_exception(&mut self) -> Option<String> {
+        self.c_state("last_exception")
+    }
+
+    fn c_state(&mut self, name: &str) -> Option<String> {
+        let name = c_string(name);
+        let sv = self.api.state_variable?;
+        // SAFETY: this callback's live handle; no allocate, so the
+        // predefined string (or NULL) comes back.
+        let p = unsafe { sv(self.bsi, std::ptr::null_mut(), name.as_ptr(), None, None) };
+        // SAFETY: the predefined variables are NUL-terminated strings.
+        (!p.is_null()).then(|| {
+            unsafe { CStr::from_ptr(p.cast()) }
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
+
+    /// Moves `value` into memory that lives until this step ends (spec
+    /// `stack`), after its sub-steps; `None` when the implementation gave
+    /// none. The pointer is valid until then and only on the flow's thread.
+    pub fn stack<T: Send + 'static>(&mut self, value: T) -> Option<NonNull<T>> {
+        self.keep(value).and_then(NonNull::new)
+    }
+
+    /// Adds a loop that runs `body` until [`break_loop`](Self::break_loop)
+    /// (spec `loop`).
+    pub fn loop_<F>(&mut self, body: F) -> &mut Self
+    where
+        F: FnMut(&mut ForeignSteps<'_>) -> StepResult + Send + 'static,
+    {
+        self.loop_impl(None, body)
+    }
+
+    /// [`loop_`](Self::loop_) with a label.
+    pub fn loop_labeled<F>(&mut self, label: &str, body: F) -> &mut Self
+    where
+        F: FnMut(&mut ForeignSteps<'_>) -> StepResult + Send + 'static,
+    {
+        self.loop_impl(Some(label), body)
+    }
+
+    fn loop_impl<F>(&mut self, label: Option<&str>, mut body: F) -> &mut Self
+    where
+        F: FnMut(&mut ForeignSteps<'_>) -> StepResult + Send + 'static,
+    {
+        let body: Mutex<BodyFn> = Mutex::new(Box::new(move |s, _| body(s)));
+        if let Some(p) = self.keep(body) {
+            let l = label.map(c_string);
+            let lp = l.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
+            call!(self, loop_, "loop", p.cast(), Some(body_tramp), lp);
+        }
+        self
+    }
+
+    /// Adds a loop calling `body(s, i)` for `i` in `0..count` (spec
+    /// `repeat`).
+    pub fn repeat<F>(&mut self, count: usize, body: F) -> &mut Self
+    where
+        F: FnMut(&mut ForeignSteps<'_>, usize) -> StepResult + Send + 'static,
+    {
+        self.repeat_impl(None, count, body)
+    }
+
+    /// [`repeat`](Self::repeat) with a label.
+    pub fn repeat_labeled<F>(&mut self, label: &str, count: usize, body: F) -> &mut Self
+    where
+        F: FnMut(&mut ForeignSteps<'_>, usize) -> StepResult + Send + 'static,
+    {
+        self.repeat_impl(Some(label), count, body)
+    }
+
+    fn repeat_impl<F>(&mut self, label: Option<&str>, count: usize, body: F) -> &mut Self
+    where
+        F: FnMut(&mut ForeignSteps<'_>, usize) -> StepResult + Send + 'static,
+    {
+        let body: Mutex<BodyFn> = Mutex::new(Box::new(body));
+        if let Some(p) = self.keep(body) {
+            let l = label.map(c_string);
+            let lp = l.as_ref().map_or(std::ptr::null(), |l| l.as_ptr());
+            call!(
+                self,
+                repeat,
+                "repeat",
+                p.cast(),
+                count,
+                Some(repeat_tramp),
+                lp
+            );
+        }
+        self
+    }
+
+    /// Adds a loop calling `body(s, index, item)` for each item (spec
+    /// `forEach`; for a map, iterate its pairs).
+    pub fn for_each<I, F>(&mut self, items: I, mut body: F) -> &mut Self
+    where
+        I: IntoIterator,
+        I::IntoIter: Send + 'static,
+        F: FnMut(&mut ForeignSteps<'_>, usize, I::Item) -> StepResult + Send + 'static,
+    {
+        let mut it = items.into_iter().enumerate();
+        self.loop_(move |s| match it.next() {
+            Some((i, v)) => body(s, i, v),
+            None => s.break_loop(),
+        })
+    }
+
+    /// Breaks the innermost loop: `return s.break_loop();`.
+    pub fn break_loop(&mut self) -> StepResult {
+        Err(Error::control(Control::Break(None)))
+    }
+
+    /// Breaks loops up to the one labelled `label`.
+    pub fn break_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
+        Err(Error::control(Control::Break(Some(label.into()))))
+    }
+
+    /// Continues the innermost loop: `return s.continue_loop();`.
+    pub fn continue_loop(&mut self) -> StepResult {
+        Err(Error::control(Control::Continue(None)))
+    }
+
+    /// Continues the loop labelled `label`.
+    pub fn continue_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
+        Err(Error::control(Control::Continue(Some(label.into()))))
+    }
+
+    /// The flow's id (spec `rootId`): equal for all steps of one flow.
+    pub fn root_id(&mut self) -> isize {
+        call!(self, root_id, "rootId").unwrap_or(0)
+    }
+
+    /// True while the handle may be used (spec `isValid`).
+    pub fn is_valid(&mut self) -> bool {
+        call!(self, is_valid, "isValid").unwrap_or(0) != 0
+    }
+
+    /// True on the thread of the loop that runs the flow.
+    pub fn is_same_thread(&mut self) -> bool {
+        call!(self, is_same_thread, "is_same_thread").unwrap_or(0) != 0
+    }
+
+    /// A new root of the same implementation (spec `newInstance`).
+    pub fn new_instance(&mut self) -> Result<ForeignRoot, Error> {
+        let p = call!(self, new_instance, "newInstance").unwrap_or_default();
+        // SAFETY: a fresh root from the implementation, owned from here.
+        unsafe { ForeignRoot::from_raw(p) }
+    }
+
+    /// Runs `f` on the flow's loop soon (AsyncTool `immediate`).
+    pub fn immediate(&mut self, f: impl FnOnce() + Send + 'static) -> ForeignTask {
+        self.schedule(None, Box::new(f))
+    }
+
+    /// Runs `f` on the flow's loop after `delay` (AsyncTool `deferred`),
+    /// in whole milliseconds rounded up.
+    pub fn deferred(&mut self, delay: Duration, f: impl FnOnce() + Send + 'static) -> ForeignTask {
+        self.schedule(Some(delay), Box::new(f))
+    }
+
+    fn schedule(&mut self, delay: Option<Duration>, f: TaskFn) -> ForeignTask {
+        let data = Box::into_raw(Box::new(f));
+        let h = match delay {
+            None => call!(
+                self,
+                sched_immediate,
+                "sched_immediate",
+                data.cast(),
+                Some(task_tramp)
+            ),
+            Some(d) => {
+                let ms = d.as_nanos().div_ceil(1_000_000).min(u32::MAX as u128) as u32;
+                call!(
+                    self,
+                    sched_deferred,
+                    "sched_deferred",
+                    ms,
+                    data.cast(),
+                    Some(task_tramp)
+                )
+            }
+        };
+        match h {
+            Some(h) => ForeignTask::new(h, data),
+            None => {
+                // SAFETY: not given to the implementation.
+                drop(unsafe { Box::from_raw(data) });
+                ForeignTask::new(FutoInHandle::EMPTY, std::ptr::null_mut())
+            }
+        }
+    }
+
+    /// Cancels a scheduled callback that has not run (AsyncTool `cancel`);
+    /// its closure is dropped. Call it on the flow's loop thread.
+    pub fn cancel_task(&mut self, task: &mut ForeignTask) {
+        if self.task_is_valid(task) {
+            let h: *mut FutoInHandle = &mut task.handle;
+            call!(self, sched_cancel, "sched_cancel", h);
+            task.cancelled();
+        }
+        task.handle = FutoInHandle::EMPTY;
+    }
+
+    /// True while a scheduled callback has not run or been cancelled.
+    pub fn task_is_valid(&mut self, task: &mut ForeignTask) -> bool {
+        if task.is_empty() {
+            return false;
+        }
+        let h: *mut FutoInHandle = &mut task.handle;
+        call!(self, sched_is_valid, "sched_is_valid", h).unwrap_or(0) != 0
+    }
+}
