@@ -77,6 +77,17 @@ fn c_api_program_passes() {
     assert_eq!(cases, 41, "{stdout}");
 }
 
+/// `tests/c/more.c`: state variables, the AsyncTool entries, root ids and
+/// new instances, every kind of value, sync objects, and cancel and
+/// completion from threads that run no loop.
+#[test]
+fn c_more_program_passes() {
+    let stdout = run(&compile("more", &["-std=c11"]));
+    assert!(stdout.ends_with("0 failures\n"), "{stdout}");
+    let cases = stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    assert_eq!(cases, 51, "{stdout}");
+}
+
 /// The header compiles as C++ too (with a C++ compiler, `$CXX` or `c++`).
 #[test]
 fn header_compiles_as_cpp() {

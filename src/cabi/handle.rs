@@ -141,8 +141,15 @@ fn acquire() -> &'static StepBsi {
 /// Every handle ever made (they are never freed; see the module docs).
 static ALL: Mutex<Vec<&'static StepBsi>> = Mutex::new(Vec::new());
 
-/// A handle from the pool, bound to `s` for one callback.
+/// A handle from the pool, bound to `s` for one callback that starts now.
 pub(crate) fn bind(s: &mut Step<'_>) -> &'static StepBsi {
+    super::cvar::next_step();
+    bind_child(s)
+}
+
+/// [`bind`] for a handle made inside a running callback (a parallel's):
+/// what that callback was given stays valid.
+pub(crate) fn bind_child(s: &mut Step<'_>) -> &'static StepBsi {
     let b = acquire();
     b.owner.store(thread_mark(), Ordering::Relaxed);
     b.root_id.store(s.root_id(), Ordering::Relaxed);

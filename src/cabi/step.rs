@@ -2,8 +2,8 @@
 
 use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
-    bind, catch_fn, exec_fn, fail_step, finish, get, mark_wait, with_ext, with_plain_step,
-    with_step, SendPtr,
+    bind, bind_child, catch_fn, exec_fn, fail_step, finish, get, mark_wait, with_ext,
+    with_plain_step, with_step, SendPtr,
 };
 use super::root;
 use super::types::*;
@@ -63,7 +63,7 @@ unsafe extern "C" fn parallel(
             Some(eh) => s.parallel_catch(catch_fn(eh, d)).index(),
         };
         let idx = idx?;
-        let pb = bind(s);
+        let pb = bind_child(s);
         pb.par.set(Some(idx));
         b.children.borrow_mut().push(pb);
         Some(pb.ptr())
