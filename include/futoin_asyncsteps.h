@@ -289,7 +289,8 @@ struct FutoInAsyncStepsAPI_
             void (*sched_cancel)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
             /* Index 23 */
             int (*sched_is_valid)(FutoInAsyncSteps* bsi, FutoInHandle* handle);
-            /* Index 24 */
+            /* Index 24: 1 on the thread of the loop that runs the flow
+             * (for a root: from its first step until it ends), else 0. */
             int (*is_same_thread)(FutoInAsyncSteps* bsi);
         };
         void* funcs[25];

@@ -6,7 +6,7 @@
 //! any thread, even from the flow's own unhandled-error callback.
 
 use super::cvar::state_var;
-use super::handle::{catch_fn, exec_fn, SendPtr};
+use super::handle::{catch_fn, exec_fn, thread_mark, SendPtr};
 use super::noop;
 use super::types::*;
 use super::value::c_str;
@@ -19,7 +19,7 @@ use crate::steps::step::Step;
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +55,9 @@ struct RootInner {
 pub(crate) struct RootBsi {
     hdr: FutoInAsyncSteps,
     id: isize,
+    /// The thread mark of the loop running the flow (0 when not running):
+    /// set by the flow's first step, so it is right from there on.
+    home: AtomicUsize,
     inner: Mutex<RootInner>,
 }
 
@@ -80,6 +83,7 @@ pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
         // Odd ids never collide with the step ids (see `Step::root_id`),
         // which are even.
         id: NEXT_ID.fetch_add(2, Ordering::Relaxed),
+        home: AtomicUsize::new(0),
         inner: Mutex::new(RootInner {
             model: AsyncSteps::new(),
             rt,
@@ -280,6 +284,7 @@ impl Drop for KeepRoot {
         let mut i = self.0.inner.lock();
         if matches!(i.run, Run::Running { gen, .. } if gen == self.1) {
             i.run = Run::Idle;
+            self.0.home.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -326,6 +331,7 @@ unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: Er
         let mut flow = AsyncSteps::new();
         flow.add_catch(
             move |s, ()| {
+                keep.0.home.store(thread_mark(), Ordering::Relaxed);
                 s.stack(keep);
                 s.state().set(RT_KEY, rt2);
                 s.copy_from(&model);
@@ -480,13 +486,8 @@ unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     let Some(r) = (unsafe { root(p) }) else {
         return 0;
     };
-    guard(|| match &r.inner.lock().run {
-        Run::Running {
-            promise: Some(p), ..
-        } => p.is_same_thread() as c_int,
-        _ => 0,
-    })
-    .unwrap_or(0)
+    let home = r.home.load(Ordering::Relaxed);
+    (home != 0 && home == thread_mark()) as c_int
 }
 
 static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {

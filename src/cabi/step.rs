@@ -236,7 +236,8 @@ unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
 
 /// Fails a waiting step from outside its callback.
 fn ext_error(h: &ExternalHandle, e: Error) {
-    let _ = h.error(e.code().to_owned(), e.info().unwrap_or("").to_owned());
+    // Off the callback too, a NULL info stays NULL in `error_info`.
+    let _ = h.fail(e);
 }
 
 /// A copied label, or None for NULL.

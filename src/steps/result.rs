@@ -149,6 +149,12 @@ impl ExternalHandle {
         )
     }
 
+    /// Fails the step with `e` as it is (an error without info stays
+    /// without one).
+    pub(crate) fn fail(&self, e: Error) -> Result<(), Error> {
+        self.complete(Err(e), "external error(): the step has already ended")
+    }
+
     /// True while the step still waits and no completion has been sent.
     pub fn is_valid(&self) -> bool {
         !self.token.done.load(Ordering::Acquire)

@@ -255,12 +255,17 @@ static void ei_fail_later(void* data)
     bsi->api->handle_error(bsi, "ExtError", "ext info");
 }
 
+static void ei_fail_later_null(void* data)
+{
+    FutoInAsyncSteps* bsi = data;
+    bsi->api->handle_error(bsi, "ExtNoInfo", NULL);
+}
+
 static void ei_external(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
 {
-    (void)data;
     (void)args;
     bsi->api->waitExternal(bsi);
-    bsi->api->sched_immediate(bsi, bsi, ei_fail_later);
+    bsi->api->sched_immediate(bsi, bsi, data ? ei_fail_later_null : ei_fail_later);
 }
 
 static void ei_raise(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
@@ -318,6 +323,9 @@ static void test_error_info(void)
     r->api->add(r, NULL, ei_parallel, NULL);
     r->api->add(r, NULL, ei_raise, ei_handler);
     r->api->add(r, NULL, ei_next, NULL);
+    /* off the callback, a NULL info stays NULL too */
+    r->api->add(r, r, ei_external, ei_handler);
+    r->api->add(r, NULL, ei_next, NULL);
     expect("state.error_info", run_root(r, 1), "ok");
     expect("state.error_info.trace", trace_buf,
             "before info=(null) last=(null) "
@@ -326,7 +334,9 @@ static void test_error_info(void)
             "parallel info=ext info same=1 "
             "raised info=(null) "
             "eh NoInfo info=(null) last=NoInfo "
-            "next info=(null) last=NoInfo");
+            "next info=(null) last=NoInfo "
+            "eh ExtNoInfo info=(null) last=ExtNoInfo "
+            "next info=(null) last=ExtNoInfo");
     r->api->free(r);
 }
 
@@ -483,6 +493,30 @@ static void test_sched(void)
     expect("sched.foreign_thread.trace", trace_buf,
             "cb same_thread=1 thread empty=1 valid=0 same_thread=0");
     r->api->free(r);
+}
+
+/* a root's is_same_thread is right from the flow's first step on */
+static void rs_first(FutoInAsyncSteps* bsi, void* data, const FutoInArgs* args)
+{
+    (void)bsi;
+    (void)args;
+    FutoInAsyncSteps* root = data;
+    trace("first root_same=%d", root->api->is_same_thread(root));
+}
+
+static void test_root_same_thread(void)
+{
+    for (int i = 0; i < 20; ++i) {
+        reset_trace();
+        FutoInAsyncSteps* r = futoin_asyncsteps_new(rt);
+        r->api->add(r, r, rs_first, NULL);
+        run_root(r, 1);
+        if (strcmp(trace_buf, "first root_same=1") != 0) {
+            break;
+        }
+        r->api->free(r);
+    }
+    expect("root.is_same_thread.first_step", trace_buf, "first root_same=1");
 }
 
 /* ================================================ 3. rootId, newInstance */
@@ -1176,6 +1210,7 @@ int main(void)
     test_state();
     test_error_info();
     test_sched();
+    test_root_same_thread();
     test_root_id();
     test_strings();
     test_passthrough();
