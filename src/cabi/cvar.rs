@@ -1,23 +1,8 @@
 //! C state variables (`stateVariable`) in a flow's state map.
 
 use crate::error::Error;
-use std::cell::RefCell;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
-
-thread_local! {
-    /// The strings stateVariable("error_info"/"last_exception") gave out
-    /// since the current step callback started on this thread. Each stays
-    /// valid until the next step runs (see [`next_step`]), also when the
-    /// other name is read after it.
-    static GIVEN: RefCell<Vec<CString>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A step callback starts on this thread: the strings given to the one
-/// before are released.
-pub(crate) fn next_step() {
-    GIVEN.with_borrow_mut(Vec::clear);
-}
 
 /// A C state variable: `cleanup(data, value)` runs when the last copy of
 /// the flow's state holding it is dropped.
@@ -60,17 +45,7 @@ pub(crate) fn state_var(
     };
     if let Some(t) = text {
         return Ok(match t.and_then(|t| CString::new(t).ok()) {
-            Some(c) => GIVEN.with_borrow_mut(|g| {
-                // The same text again: the same pointer (repeated reads do
-                // not pile up copies).
-                if let Some(old) = g.iter().find(|o| **o == c) {
-                    return old.as_ptr() as *mut c_void;
-                }
-                // The bytes stay where they are when the CString moves.
-                let p = c.as_ptr() as *mut c_void;
-                g.push(c);
-                p
-            }),
+            Some(c) => super::handle::give_str(c),
             None => std::ptr::null_mut(),
         });
     }

@@ -75,9 +75,39 @@ unsafe impl Sync for StepBsi {}
 // SAFETY: as above; `hdr.api` points to a static table.
 unsafe impl Send for StepBsi {}
 
+/// Per loop thread: released handles, and the strings stateVariable gave
+/// out since the current step callback started (one thread-local, so a
+/// callback pays one lookup for both).
+struct Local {
+    pool: RefCell<VecDeque<&'static StepBsi>>,
+    /// Each stays valid until the next step callback starts here, also
+    /// when another one is read after it.
+    given: RefCell<Vec<CString>>,
+}
+
 thread_local! {
     static MARK: u8 = const { 0 };
-    static POOL: RefCell<VecDeque<&'static StepBsi>> = const { RefCell::new(VecDeque::new()) };
+    static LOCAL: Local = const {
+        Local {
+            pool: RefCell::new(VecDeque::new()),
+            given: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// Keeps a string given to C until the next step callback starts on this
+/// thread; the same text again gives the same pointer.
+pub(crate) fn give_str(c: CString) -> *mut c_void {
+    LOCAL.with(|l| {
+        let mut g = l.given.borrow_mut();
+        if let Some(old) = g.iter().find(|o| **o == c) {
+            return old.as_ptr() as *mut c_void;
+        }
+        // The bytes stay where they are when the CString moves.
+        let p = c.as_ptr() as *mut c_void;
+        g.push(c);
+        p
+    })
 }
 
 pub(crate) fn thread_mark() -> usize {
@@ -121,15 +151,15 @@ impl StepBsi {
 }
 
 /// A handle from the pool (or a new one once the quarantine is not full).
-fn acquire() -> &'static StepBsi {
-    POOL.with_borrow_mut(|p| {
-        if p.len() > QUARANTINE {
-            p.pop_front()
-        } else {
-            None
-        }
-    })
-    .unwrap_or_else(|| {
+fn acquire(l: &Local) -> &'static StepBsi {
+    let mut p = l.pool.borrow_mut();
+    let reused = if p.len() > QUARANTINE {
+        p.pop_front()
+    } else {
+        None
+    };
+    drop(p);
+    reused.unwrap_or_else(|| {
         let b: &'static StepBsi = Box::leak(Box::new(StepBsi::new()));
         // Kept reachable for good: a handle outlives its thread's pool,
         // and leak checkers see type-stable memory, not a leak.
@@ -143,14 +173,22 @@ static ALL: Mutex<Vec<&'static StepBsi>> = Mutex::new(Vec::new());
 
 /// A handle from the pool, bound to `s` for one callback that starts now.
 pub(crate) fn bind(s: &mut Step<'_>) -> &'static StepBsi {
-    super::cvar::next_step();
-    bind_child(s)
+    let b = LOCAL.with(|l| {
+        if !l.given.borrow().is_empty() {
+            l.given.borrow_mut().clear();
+        }
+        acquire(l)
+    });
+    set_up(b, s)
 }
 
 /// [`bind`] for a handle made inside a running callback (a parallel's):
 /// what that callback was given stays valid.
 pub(crate) fn bind_child(s: &mut Step<'_>) -> &'static StepBsi {
-    let b = acquire();
+    set_up(LOCAL.with(acquire), s)
+}
+
+fn set_up(b: &'static StepBsi, s: &mut Step<'_>) -> &'static StepBsi {
     b.owner.store(thread_mark(), Ordering::Relaxed);
     b.root_id.store(s.root_id(), Ordering::Relaxed);
     b.cur.set((s as *mut Step<'_>).cast::<Step<'static>>());
@@ -171,11 +209,19 @@ fn release(b: &'static StepBsi) {
         b.ext.lock().take();
         b.tool.lock().take();
     }
-    for c in b.children.take() {
-        release(c);
-    }
+    release_children(b);
     // After the pool is gone (thread exit) the handle just stays leaked.
-    let _ = POOL.try_with(|p| p.borrow_mut().push_back(b));
+    let _ = LOCAL.try_with(|l| l.pool.borrow_mut().push_back(b));
+}
+
+/// Releases the parallel handles made in `b`'s callback (most have none).
+#[inline]
+fn release_children(b: &StepBsi) {
+    if !b.children.borrow().is_empty() {
+        for c in b.children.take() {
+            release(c);
+        }
+    }
 }
 
 /// Keeps a waiting step's handle until the step ends.
@@ -190,9 +236,7 @@ impl Drop for Keep {
 /// or, for a waiting step, when the step ends.
 pub(crate) fn finish(s: &mut Step<'_>, b: &'static StepBsi) -> StepResult {
     b.cur.set(std::ptr::null_mut());
-    for c in b.children.take() {
-        release(c);
-    }
+    release_children(b);
     let r = b.failed.take();
     if b.waited.get() && r.is_none() {
         s.stack(Keep(b));
@@ -210,12 +254,19 @@ pub(crate) fn run_exec(
     d: SendPtr,
 ) -> StepResult {
     let mut cargs = FutoInArgs::EMPTY;
-    value::to_c(args, &mut cargs);
+    // No args (the usual case between C steps): nothing to convert or to
+    // reset after.
+    let some = !args.is_empty();
+    if some {
+        value::to_c(args, &mut cargs);
+    }
     let b = bind(s);
     // SAFETY: a C callback given to add(); the handle is valid while it
     // runs, and the args live until it returns.
     unsafe { f(b.ptr(), d.get(), &cargs) };
-    value::reset_all(&mut cargs);
+    if some {
+        value::reset_all(&mut cargs);
+    }
     finish(s, b)
 }
 
@@ -316,7 +367,7 @@ pub(crate) fn run_raw(s: &mut Step<'_>, f: impl FnOnce(*mut FutoInAsyncSteps)) -
 /// works): for calls made after a step ended, such as a sync unlock on
 /// cancel.
 pub(crate) fn with_detached(root_id: isize, f: impl FnOnce(*mut FutoInAsyncSteps)) {
-    let b = acquire();
+    let b = LOCAL.with(acquire);
     b.owner.store(0, Ordering::Relaxed);
     b.root_id.store(root_id, Ordering::Relaxed);
     f(b.ptr());
