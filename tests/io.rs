@@ -151,10 +151,22 @@ fn cancel_while_waiting_deregisters_and_later_data_is_harmless() {
     assert_eq!(cancelled.get(), ["cancel callback"]);
     assert_eq!(tool.stats().io, 0);
     assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
-    // The socket is closed with its flow; writing still succeeds locally.
+    assert_eq!(tool.stats().flows, 0);
+    // A new flow waits on a new socket (its registration may reuse the
+    // cancelled one's slot). Data for the old socket, whose flow closed
+    // it, does not wake the new one; data for the new one does.
+    let (mut client2, server2) = pair();
+    let root2 = conn_flow(server2, |s, conn| s.wait_io(conn, Interest::READABLE));
+    let p2 = root2.promise::<(Ready,)>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(tool.stats().io, 1);
     let _ = client.write_all(b"after");
     tool.iterate(Some(Duration::from_millis(10))).unwrap();
-    assert_eq!(tool.stats().flows, 0);
+    assert!(!p2.is_done());
+    assert_eq!((tool.stats().flows, tool.stats().io), (1, 1));
+    client2.write_all(b"now").unwrap();
+    let (ready,) = tool.block_on(p2).unwrap();
+    assert!(ready.readable);
 }
 
 #[test]
