@@ -38,6 +38,11 @@ pub(crate) enum Resume {
     Cancel,
 }
 
+/// A panic that ends the whole flow with this error (raised where the
+/// flow cannot go on, e.g. in a cancel callback; `Scheduler::drive` turns
+/// it into the flow's result).
+pub(crate) struct FlowPanic(pub(crate) Error);
+
 /// Turns a panic payload into an `InternalError`.
 pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
     let msg = p
@@ -170,6 +175,23 @@ impl Flow {
         self.start = false;
         self.canceled = false;
         self.queued = false;
+    }
+
+    /// Ends every frame of every strand after a panic left the flow
+    /// unable to go on: cancel callbacks run, timers, I/O registrations,
+    /// external handles and sync slots go back. A panic in here is the
+    /// caller's to catch; calling again goes on where it stopped (each
+    /// frame is removed before its activity is ended).
+    pub(crate) fn teardown(&mut self, sched: &mut Scheduler) {
+        if self.main.live || !self.main.frames.is_empty() {
+            self.cancel_strand(sched, 0);
+        }
+        let n = self.side.as_ref().map_or(0, |s| s.branches.len());
+        for b in 1..=n as u32 {
+            if !self.st(b).frames.is_empty() {
+                self.cancel_strand(sched, b);
+            }
+        }
     }
 
     /// True when the flow ended through root cancel.
@@ -558,8 +580,21 @@ impl Flow {
         };
         let st = self.st(sid);
         let top = st.frames.last_mut().expect("a frame");
+        let mut r = r;
         if out.added {
             st.queue[top.seg as usize..].reverse();
+            // Sub-steps complete this step: a wait for an external event
+            // is over, and later completions are refused. One already
+            // accepted conflicts with them, as success() after add() does.
+            if let Some(w) = top.wait.take() {
+                if !w.claim() && r.is_ok() {
+                    r = Err(Error::internal(
+                        "an external completion and add() in the same step: \
+                         sub-steps complete this step",
+                    ));
+                }
+                sched.release_token(w);
+            }
         }
         match r {
             Err(e) => {
@@ -602,8 +637,15 @@ impl Flow {
 
     /// Ends the activity of a frame: cancel callback (when cancelling),
     /// branches, timer, external handle. The frame itself may stay.
-    fn end_frame(&mut self, sched: &mut Scheduler, f: &mut Frame, cancel: bool) {
+    fn end_frame(&mut self, sched: &mut Scheduler, f: &mut Frame, mut cancel: bool) {
         if let Some(w) = f.wait.take() {
+            // An external completion already accepted (on its way in the
+            // inbox) means the step's activity is over: exactly one of
+            // "completed externally" and "cancelled" happens, so no cancel
+            // callback. The frame still ends (its flow is unwinding).
+            if cancel && !w.claim() {
+                cancel = false;
+            }
             sched.release_token(w);
         }
         let Some(x) = f.extra.as_mut() else {
@@ -638,7 +680,13 @@ impl Flow {
             x.fut = None;
             if let Some(c) = x.cancel.take() {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(c)) {
-                    sched.report_unhandled(&panic_error("cancel callback", p));
+                    // The flow cannot go on unwinding as if the external
+                    // activity were cancelled: it ends with InternalError,
+                    // and `Scheduler::drive` tears down the rest.
+                    std::panic::resume_unwind(Box::new(FlowPanic(panic_error(
+                        "cancel callback",
+                        p,
+                    ))));
                 }
             }
         } else if let Some(x) = f.extra.as_mut() {
@@ -748,6 +796,11 @@ impl Flow {
         st.queue.truncate(f.seg as usize);
         if let Some(x) = f.extra.as_mut() {
             x.timer = None;
+        }
+        // The timeout claimed the token above: it is this step's end, and
+        // its cancel callback runs.
+        if let Some(w) = f.wait.take() {
+            sched.release_token(w);
         }
         self.end_frame(sched, &mut f, true);
         f.flags &= !WAIT;

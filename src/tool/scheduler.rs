@@ -11,6 +11,18 @@ use crate::tool::timers::{Entry as Timer, Timers};
 use slotmap::{new_key_type, SlotMap};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// How many times a flow whose values keep panicking on drop is torn down
+/// before the rest is left (each try gets past at least one frame).
+const TEARDOWN_TRIES: usize = 64;
+
+/// The error a panic that ended a flow gives it.
+fn flow_panic_error(p: Box<dyn std::any::Any + Send>) -> Error {
+    match p.downcast::<crate::steps::flow::FlowPanic>() {
+        Ok(fp) => fp.0,
+        Err(p) => crate::steps::flow::panic_error("a value dropped by the flow", p),
+    }
+}
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -369,20 +381,36 @@ impl Scheduler {
         let res = match catch_unwind(AssertUnwindSafe(|| flow.drive(self, resume))) {
             Ok(r) => r,
             Err(p) => {
-                // A user `Drop` run by the engine panicked: the flow's state
-                // is no longer trustworthy. End it with `InternalError`; its
-                // remains are leaked rather than dropped a second time.
+                // A panic the flow cannot go on from (a user `Drop` run by
+                // the engine, a cancel callback): it ends with
+                // `InternalError`, and what it still holds is torn down.
                 self.clear_args();
                 self.flows.remove(key);
-                let e = crate::steps::flow::panic_error("a value dropped by the flow", p);
-                // Its sync slots go back (a `Hold` runs no user code).
-                let holds = flow.take_holds();
-                match flow.take_done() {
+                let e = flow_panic_error(p);
+                let done = flow.take_done();
+                // Each panicking value is skipped; the frame it was in has
+                // already been removed, so this ends.
+                let mut clean = false;
+                for _ in 0..TEARDOWN_TRIES {
+                    if catch_unwind(AssertUnwindSafe(|| flow.teardown(self))).is_ok() {
+                        clean = true;
+                        break;
+                    }
+                }
+                self.clear_args();
+                match done {
                     Some(c) => c.complete(Err(e)),
                     None => self.report_unhandled(&e),
                 }
-                std::mem::forget(flow);
-                drop(holds);
+                if clean {
+                    self.discard(flow);
+                } else {
+                    // Still panicking after many tries: keep the loop alive
+                    // and leave the rest, but give its sync slots back (a
+                    // `Hold` runs no user code).
+                    drop(flow.take_holds());
+                    std::mem::forget(flow);
+                }
                 return;
             }
         };
@@ -392,19 +420,30 @@ impl Scheduler {
         match res {
             Some(res) => {
                 self.flows.remove(key);
-                match flow.take_done() {
+                let done = flow.take_done();
+                let canceled = flow.was_canceled();
+                // What the flow holds (its state) is dropped before the
+                // result is given: a panicking Drop makes it InternalError.
+                let (res, reusable) = match catch_unwind(AssertUnwindSafe(|| flow.reset())) {
+                    Ok(()) => (res, true),
+                    Err(p) => (Err(flow_panic_error(p)), false),
+                };
+                match done {
                     Some(c) => c.complete(res),
                     None => {
                         if let Err(e) = res {
-                            if !flow.was_canceled() {
+                            if !canceled || !reusable {
                                 self.report_unhandled(&e);
                             }
                         }
                     }
                 }
-                flow.reset();
-                if self.pool.len() < self.peak_flows.min(FLOW_POOL_MAX) {
-                    self.pool.push(flow);
+                if reusable {
+                    if self.pool.len() < self.peak_flows.min(FLOW_POOL_MAX) {
+                        self.pool.push(flow);
+                    }
+                } else {
+                    self.discard(flow);
                 }
             }
             None => {
@@ -414,6 +453,15 @@ impl Scheduler {
                 }
                 self.flows[key] = Some(flow);
             }
+        }
+    }
+
+    /// Drops a flow that is not to be pooled; a panicking `Drop` in what
+    /// is left is reported, not let out of the loop.
+    fn discard(&mut self, flow: Box<Flow>) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(flow))) {
+            let e = flow_panic_error(p);
+            self.report_unhandled(&e);
         }
     }
 
