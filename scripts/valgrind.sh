@@ -10,7 +10,8 @@
 #     timer wheel);
 #   - tests/cabi_wrap.rs (the C ABI and cabi::wrap, most of the unsafe
 #     code), tests/memory.rs (a counting global allocator),
-#     tests/errors_and_misuse.rs (panics unwinding through the engine);
+#     tests/errors_and_misuse.rs and tests/panics.rs (panics unwinding
+#     through the engine, flows torn down after a panicking Drop);
 #   - the C programs of tests/cabi.rs (tests/c/*.c), compiled here the way
 #     tests/cabi.rs compiles them and run directly under valgrind (not
 #     through the Rust test binary, which only spawns them).
@@ -58,7 +59,7 @@ echo "== building test binaries (cargo test --no-run)"
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
 if ! cargo test --no-run --quiet --message-format=json \
-    --lib --test cabi_wrap --test memory --test errors_and_misuse >"$json"; then
+    --lib --test cabi_wrap --test memory --test errors_and_misuse --test panics >"$json"; then
     jq -r 'select(.reason == "compiler-message") | .message.rendered' "$json" >&2
     echo "valgrind.sh: the test binaries do not build" >&2
     exit 1
@@ -135,7 +136,7 @@ run_one() {
         "$label" "$verdict" "${tests:-?}" "$errors" "$lost" "$blocks")")
 }
 
-for t in lib cabi_wrap memory errors_and_misuse; do
+for t in lib cabi_wrap memory errors_and_misuse panics; do
     if [ "$t" = lib ]; then
         exe=$(exe_of futoin_asyncsteps lib)
     else

@@ -64,6 +64,20 @@ impl State {
         State(None)
     }
 
+    /// Empties the state, dropping each value on its own, so a panicking
+    /// `Drop` neither skips the others nor leaks the map; the first panic
+    /// is returned for the caller to raise.
+    pub(crate) fn clear_catching(&mut self) -> Option<Box<dyn Any + Send>> {
+        let mut inner = self.0.take()?;
+        let mut first = None;
+        for (_, v) in inner.map.drain() {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(v))) {
+                first.get_or_insert(p);
+            }
+        }
+        first
+    }
+
     fn inner(&mut self) -> &mut Inner {
         self.0.get_or_insert_with(Default::default)
     }

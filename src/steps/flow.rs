@@ -169,12 +169,16 @@ impl Flow {
             side.free.clear();
             side.ready.clear();
         }
-        self.state = State::new();
         self.seq = 0;
         self.done = None;
         self.start = false;
         self.canceled = false;
         self.queued = false;
+        // Last, so the flow is reset when a value's Drop panics (raised
+        // again for `Scheduler::drive`, which then does not pool the flow).
+        if let Some(p) = self.state.clear_catching() {
+            std::panic::resume_unwind(p);
+        }
     }
 
     /// Ends every frame of every strand after a panic left the flow
