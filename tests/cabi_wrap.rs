@@ -571,3 +571,41 @@ fn bad_input_is_a_clear_error() {
         })
     };
 }
+
+#[test]
+fn root_level_parallel_success_step_and_sync() {
+    let rt = Rt::new();
+    let mx = futoin_mutex_new(1, u32::MAX);
+    let t = Trace::default();
+    let mut root = rt.root();
+    let (t1, t2, t3) = (t.clone(), t.clone(), t.clone());
+    root.parallel_catch(move |s, e| {
+        t3.push(format!("par-error({})", e.code()));
+        s.success(())
+    })
+    .add(move |s, ()| {
+        t1.push("b1");
+        *s.state_variable("n", || 0u32).unwrap() += 1;
+        Ok(())
+    })
+    .add(move |s, ()| {
+        t2.push("b2");
+        *s.state_variable("n", || 0u32).unwrap() += 2;
+        Ok(())
+    });
+    root.success_step((5u8,));
+    let t4 = t.clone();
+    // SAFETY: the mutex lives until after the flow ended (freed below).
+    unsafe {
+        root.sync(mx, move |s, (v,): (u8,)| {
+            let n = *s.state_variable("n", || 0u32).unwrap();
+            t4.push(format!("locked({v},{n})"));
+            Ok(())
+        })
+    };
+    assert_eq!(run(root), "ok");
+    assert_eq!(t.take(), "b1 b2 locked(5,3)");
+    drop(rt);
+    // SAFETY: made above; the runtime (and every flow) is gone.
+    unsafe { futoin_sync_free(mx) };
+}
