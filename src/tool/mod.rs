@@ -4,6 +4,7 @@
 
 pub mod async_tool;
 pub mod handle;
+pub(crate) mod handshake;
 pub mod scheduler;
 pub(crate) mod shared;
 pub(crate) mod timers;

@@ -4,11 +4,12 @@ use crate::args::Args;
 use crate::error::Error;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
+use crate::tool::handshake::{Handshake, Posted};
 use crate::tool::scheduler::{FlowKey, Scheduler};
 use crossbeam_deque::{Injector, Steal};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// A message for the owner loop, pushed from any thread.
@@ -43,10 +44,9 @@ pub(crate) struct Shared {
     /// no wake-up. Touched only on the owner thread (see `local()`).
     local: UnsafeCell<VecDeque<Msg>>,
     waker: OnceLock<mio::Waker>,
-    /// True while the loop is (about to be) blocked in `poll`.
-    sleeping: AtomicBool,
-    /// The loop is gone; messages are settled by their senders.
-    closed: AtomicBool,
+    /// The `sleeping` and `closed` flags and the fences that pair them with
+    /// `inbox` (model-checked under loom, see `handshake`).
+    hs: Handshake,
     /// Identity of the owner thread (address of a thread-local).
     thread_mark: usize,
 }
@@ -124,8 +124,7 @@ impl Shared {
             inbox: Injector::new(),
             local: UnsafeCell::new(VecDeque::new()),
             waker: OnceLock::new(),
-            sleeping: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
+            hs: Handshake::new(),
             thread_mark: thread_mark(),
         })
     }
@@ -161,7 +160,7 @@ impl Shared {
     /// From the loop's own thread it takes the plain local queue.
     pub(crate) fn send(&self, msg: Msg) {
         if self.is_same_thread() {
-            if self.closed.load(Ordering::Relaxed) {
+            if self.hs.is_closed() {
                 settle(msg);
             } else {
                 self.local(|q| q.push_back(msg));
@@ -169,22 +168,23 @@ impl Shared {
             return;
         }
         self.inbox.push(msg);
-        // Pairs with the fence in `prepare_sleep`: either the loop sees the
-        // message before sleeping, or we see `sleeping` and wake it. It also
-        // pairs with the one in `close`: either the closing loop drains this
-        // message, or we see `closed` and settle it here.
-        fence(Ordering::SeqCst);
-        if self.closed.load(Ordering::Relaxed) {
+        // The fence in `after_push` pairs with the one in `prepare_sleep`:
+        // either the loop sees the message before sleeping, or we see
+        // `sleeping` and wake it. It also pairs with the one in `close`:
+        // either the closing loop drains this message, or we see `closed`
+        // and settle it here.
+        if self.hs.after_push(|| self.wake_loop()) == Posted::Closed {
             self.drain_inbox();
-            return;
         }
-        self.wake_if_sleeping();
     }
 
     /// Wakes the loop unconditionally, without a message (a waker whose
     /// owner does not track `sleeping`, like `block_on`'s).
+    #[inline]
     pub(crate) fn wake_loop(&self) {
         if let Some(w) = self.waker.get() {
+            // A failed wake means the poll instance is gone: the loop has
+            // stopped, and the message is dropped with it.
             let _ = w.wake();
         }
     }
@@ -195,22 +195,13 @@ impl Shared {
     /// costs one wake, not one per message. Call it after a SeqCst fence
     /// that follows publishing the work.
     pub(crate) fn wake_if_sleeping(&self) -> bool {
-        if !self.sleeping.load(Ordering::Relaxed) || !self.sleeping.swap(false, Ordering::Relaxed) {
-            return false;
-        }
-        if let Some(w) = self.waker.get() {
-            // A failed wake means the poll instance is gone: the loop has
-            // stopped, and the message is dropped with it.
-            let _ = w.wake();
-        }
-        true
+        self.hs.wake_if_sleeping(|| self.wake_loop())
     }
 
     /// The loop is gone (its scheduler dropped): answer every queued message
     /// and every later one at once. Owner thread only.
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
+        self.hs.close();
         while let Some(m) = self.local(|q| q.pop_front()) {
             settle(m);
         }
@@ -233,25 +224,18 @@ impl Shared {
         if !self.local(|q| q.is_empty()) {
             return false;
         }
-        self.sleeping.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        if self.inbox.is_empty() && idle() {
-            true
-        } else {
-            self.sleeping.store(false, Ordering::Relaxed);
-            false
-        }
+        self.hs.prepare_sleep(|| self.inbox.is_empty() && idle())
     }
 
     /// True while the loop is (about to be) blocked in `poll`: a hint for
     /// placement; a producer that must not miss a sleeper uses
     /// `wake_if_sleeping` after its fence instead.
     pub(crate) fn is_sleeping(&self) -> bool {
-        self.sleeping.load(Ordering::Relaxed)
+        self.hs.is_sleeping()
     }
 
     pub(crate) fn woke(&self) {
-        self.sleeping.store(false, Ordering::Relaxed);
+        self.hs.woke();
     }
 
     /// Takes the next message; owner thread only.

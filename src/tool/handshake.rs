@@ -1,0 +1,548 @@
+//! The cross-thread protocol of a loop's inbox, apart from the queue and
+//! the waker it guards: the `sleeping` and `closed` flags and the SeqCst
+//! fences that pair them with the queue.
+//!
+//! [`Shared`](super::shared::Shared) plugs in crossbeam's `Injector` and
+//! mio's `Waker`. The rules:
+//!
+//! - **Sleep** (loop thread, [`Handshake::prepare_sleep`]): store
+//!   `sleeping = true`, SeqCst fence, then look at the queue (and whatever
+//!   else the caller's check reads); sleep only if it is empty.
+//! - **Send** (other threads, [`Handshake::after_push`]): push, SeqCst
+//!   fence, then look at `closed` and `sleeping`. With a fence on each side
+//!   (the store-buffering pattern), at least one side sees the other's
+//!   write: either the loop sees the message before it sleeps, or the
+//!   producer sees `sleeping` and wakes it.
+//! - **One wake per park** ([`Handshake::wake_if_sleeping`]): only the
+//!   producer whose compare-exchange flips `sleeping` back to false calls
+//!   the waker, so a burst of messages to a parked loop costs one wake
+//!   syscall.
+//! - **Close** (loop thread, [`Handshake::close`]): store `closed = true`,
+//!   SeqCst fence, then drain the queue. A producer after its fence either
+//!   finds `closed` (and drains the queue itself) or its message was there
+//!   for the closing loop's drain: every message is settled.
+//!
+//! Under `--cfg loom` the atomics come from `loom`, and the `loom_tests`
+//! module model-checks these rules with a stand-in queue and waker (loom
+//! cannot run crossbeam's `Injector` or mio's `Waker`).
+
+#[cfg(loom)]
+use loom::sync::atomic::{fence, AtomicBool};
+#[cfg(not(loom))]
+use std::sync::atomic::{fence, AtomicBool};
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+/// The `sleeping` and `closed` flags of one loop.
+pub(crate) struct Handshake {
+    /// True while the loop is (about to be) blocked in `poll`.
+    sleeping: AtomicBool,
+    /// The loop is gone; messages are settled by their senders.
+    closed: AtomicBool,
+}
+
+/// What a producer learned after publishing a message ([`Handshake::after_push`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Posted {
+    /// The loop is awake (or another producer is waking it).
+    Queued,
+    /// The loop slept; this producer flipped `sleeping` and called the waker.
+    Woke,
+    /// The loop is closed: the caller drains the queue and settles what it
+    /// finds (the closing loop may not have seen this message).
+    Closed,
+}
+
+impl Handshake {
+    pub(crate) fn new() -> Self {
+        Handshake {
+            sleeping: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The producer's side, right after it pushed a message on the shared
+    /// queue: fence, then `closed`, then [`wake_if_sleeping`](Self::wake_if_sleeping).
+    ///
+    /// The fence pairs with the one in [`prepare_sleep`](Self::prepare_sleep)
+    /// (either the loop sees the message before sleeping, or we see
+    /// `sleeping` and wake it) and with the one in [`close`](Self::close)
+    /// (either the closing loop drains this message, or we see `closed`).
+    #[inline]
+    pub(crate) fn after_push(&self, wake: impl FnOnce()) -> Posted {
+        fence(SeqCst);
+        if self.closed.load(Relaxed) {
+            return Posted::Closed;
+        }
+        if self.wake_if_sleeping(wake) {
+            Posted::Woke
+        } else {
+            Posted::Queued
+        }
+    }
+
+    /// Calls `wake` if the loop sleeps (or is about to sleep), and says
+    /// whether it did. Only the producer that flips `sleeping` back to false
+    /// calls it, so a burst of messages to a parked loop costs one wake,
+    /// not one per message. Call it after a SeqCst fence that follows
+    /// publishing the work.
+    #[inline]
+    pub(crate) fn wake_if_sleeping(&self, wake: impl FnOnce()) -> bool {
+        // A compare-exchange, not a `swap(false)`: the same one RMW, and
+        // only when the load saw `true`. They differ only when `sleeping`
+        // is already false: the swap then writes false over false, which
+        // no thread can tell apart, but which loom (0.7) orders wrongly
+        // against the loop's next `store(true)` (its issue #254, an RMW
+        // not kept atomic in its modification order) and so reports a
+        // lost wake-up that cannot happen. A failed compare-exchange
+        // writes nothing, so the model checks this code as it is.
+        if !self.sleeping.load(Relaxed)
+            || self
+                .sleeping
+                .compare_exchange(true, false, Relaxed, Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        wake();
+        true
+    }
+
+    /// The loop's side before it blocks: publishes `sleeping`, fences, and
+    /// then asks `can_sleep` (is the queue empty, is there no other work?).
+    /// Returns true when the loop may sleep; otherwise `sleeping` is taken
+    /// back and the loop must run another turn.
+    #[inline]
+    pub(crate) fn prepare_sleep(&self, can_sleep: impl FnOnce() -> bool) -> bool {
+        self.sleeping.store(true, Relaxed);
+        fence(SeqCst);
+        if can_sleep() {
+            true
+        } else {
+            self.sleeping.store(false, Relaxed);
+            false
+        }
+    }
+
+    /// The loop is back from `poll`.
+    #[inline]
+    pub(crate) fn woke(&self) {
+        self.sleeping.store(false, Relaxed);
+    }
+
+    /// True while the loop is (about to be) blocked in `poll`: a hint.
+    #[inline]
+    pub(crate) fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Relaxed)
+    }
+
+    /// True once [`close`](Self::close) ran. Exact on the loop's own
+    /// thread; from another thread only after the fence of
+    /// [`after_push`](Self::after_push), which reads it itself.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Relaxed)
+    }
+
+    /// The loop is gone: publishes `closed` and fences. The caller then
+    /// drains the queue; later messages are settled by their producers.
+    #[inline]
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Relaxed);
+        fence(SeqCst);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn one_wake_per_park_and_none_after_close() {
+        let h = Handshake::new();
+        let wakes = Cell::new(0);
+        let wake = || wakes.set(wakes.get() + 1);
+        // Awake loop: nobody wakes it.
+        assert_eq!(h.after_push(wake), Posted::Queued);
+        assert!(!h.prepare_sleep(|| false), "work waiting: no sleep");
+        assert!(!h.is_sleeping());
+        // Parked loop: the first message wakes it, the rest of the burst not.
+        assert!(h.prepare_sleep(|| true));
+        assert!(h.is_sleeping());
+        assert_eq!(h.after_push(wake), Posted::Woke);
+        assert_eq!(h.after_push(wake), Posted::Queued);
+        assert_eq!(wakes.get(), 1);
+        h.woke();
+        h.close();
+        assert!(h.is_closed());
+        assert_eq!(h.after_push(wake), Posted::Closed);
+        assert_eq!(wakes.get(), 1);
+    }
+}
+
+/// Model checks of the inbox protocol, with at least two threads each.
+///
+/// Run them (with the gate's models) by:
+///
+/// ```text
+/// RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+///     cargo test --release --lib loom -- --nocapture
+/// ```
+///
+/// (`--nocapture` shows how many interleavings each model explored.)
+///
+/// The stand-ins keep the synchronization of the real parts and add none:
+///
+/// - The queue is a loom `Mutex<VecDeque>` for its contents, but its
+///   emptiness is read from two counters without the lock, as
+///   `Injector::is_empty` and an empty `Injector::steal` read its indices.
+///   A lock taken there would make the loop's check a release that a later
+///   push acquires: an edge the real queue lacks, which would hide a
+///   missing fence.
+/// - The waker is a loom `Mutex`/`Condvar` around a count of wake calls;
+///   a wake is sticky until the loop's next `poll` takes it, as mio's is.
+///   A loop that sleeps with nobody left to wake it is a deadlock, which
+///   loom reports.
+/// - What each thread settles is kept in its own `Vec` and handed back by
+///   `join`, so the bookkeeping adds no edges either.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::{Arc, Condvar, Mutex};
+    use loom::thread;
+    use std::collections::VecDeque;
+
+    /// Runs `f` under loom, bounded to `preemptions` (`None`: every
+    /// interleaving) unless `LOOM_MAX_PREEMPTIONS` is set, and prints how
+    /// many interleavings it explored and how long that took.
+    fn model(name: &str, preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+        // A counter of this model's own (not a `static`: the test harness
+        // runs the models on parallel threads).
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = runs.clone();
+        let mut b = loom::model::Builder::new();
+        // `LOOM_MAX_PREEMPTIONS` (read by `Builder::new`) overrides the bound.
+        if let Some(p) = preemptions {
+            b.preemption_bound.get_or_insert(p);
+        }
+        let t = std::time::Instant::now();
+        b.check(move || {
+            counter.fetch_add(1, SeqCst);
+            f();
+        });
+        println!(
+            "loom {name}: {} interleavings, {:.2?}",
+            runs.load(SeqCst),
+            t.elapsed()
+        );
+    }
+
+    /// The stand-in for crossbeam's `Injector` (see the module notes).
+    struct Queue {
+        items: Mutex<VecDeque<u32>>,
+        pushed: AtomicUsize,
+        popped: AtomicUsize,
+    }
+
+    impl Queue {
+        fn new() -> Self {
+            Queue {
+                items: Mutex::new(VecDeque::new()),
+                pushed: AtomicUsize::new(0),
+                popped: AtomicUsize::new(0),
+            }
+        }
+
+        fn push(&self, m: u32) {
+            let mut q = self.items.lock().unwrap();
+            q.push_back(m);
+            self.pushed.fetch_add(1, SeqCst);
+        }
+
+        /// Loads only (no lock), like `Injector::is_empty`.
+        fn is_empty(&self) -> bool {
+            let popped = self.popped.load(SeqCst);
+            popped == self.pushed.load(SeqCst)
+        }
+
+        /// Like `steal(|| injector.steal())`: an empty queue answers
+        /// without the lock.
+        fn steal(&self) -> Option<u32> {
+            if self.is_empty() {
+                return None;
+            }
+            let mut q = self.items.lock().unwrap();
+            let m = q.pop_front()?;
+            self.popped.fetch_add(1, SeqCst);
+            Some(m)
+        }
+    }
+
+    /// The stand-in for mio's `Waker` and the loop's `poll`.
+    struct Waker {
+        /// (wake calls so far, wake calls the loop's polls have taken)
+        state: Mutex<(usize, usize)>,
+        cv: Condvar,
+    }
+
+    impl Waker {
+        fn new() -> Self {
+            Waker {
+                state: Mutex::new((0, 0)),
+                cv: Condvar::new(),
+            }
+        }
+
+        fn wake(&self) {
+            self.state.lock().unwrap().0 += 1;
+            self.cv.notify_one();
+        }
+
+        /// `poll`: takes a pending wake, or blocks until one comes; with
+        /// `timeout`, returns at once either way (a timer was due).
+        fn poll(&self, timeout: bool) {
+            let mut s = self.state.lock().unwrap();
+            while !timeout && s.0 == s.1 {
+                s = self.cv.wait(s).unwrap();
+            }
+            s.1 = s.0;
+        }
+
+        fn calls(&self) -> usize {
+            self.state.lock().unwrap().0
+        }
+    }
+
+    /// One loop's shared side, as [`Shared`](super::super::shared::Shared)
+    /// wires it: the same calls in the same order.
+    struct Loop {
+        hs: Handshake,
+        inbox: Queue,
+        waker: Waker,
+    }
+
+    impl Loop {
+        fn new() -> Arc<Self> {
+            Arc::new(Loop {
+                hs: Handshake::new(),
+                inbox: Queue::new(),
+                waker: Waker::new(),
+            })
+        }
+
+        /// `Shared::send` from another thread; returns the messages this
+        /// producer settled itself (the loop was closed).
+        fn send(&self, m: u32) -> Vec<u32> {
+            self.inbox.push(m);
+            let mut settled = Vec::new();
+            if self.hs.after_push(|| self.waker.wake()) == Posted::Closed {
+                self.drain(&mut settled);
+            }
+            settled
+        }
+
+        /// `Shared::drain_inbox`.
+        fn drain(&self, into: &mut Vec<u32>) {
+            while let Some(m) = self.inbox.steal() {
+                into.push(m);
+            }
+        }
+
+        /// `AsyncTool::iterate` turns until `n` messages were taken: run a
+        /// pass (drain the inbox), then `prepare_sleep`, `poll`, `woke`.
+        /// The first poll times out when `first_times_out` (a timer was
+        /// due). Returns the messages taken and how many times `sleeping`
+        /// was published.
+        fn run_until(&self, n: usize, mut first_times_out: bool) -> (Vec<u32>, usize) {
+            let mut got = Vec::new();
+            let mut published = 0;
+            loop {
+                self.drain(&mut got);
+                if got.len() >= n {
+                    return (got, published);
+                }
+                published += 1;
+                if self.hs.prepare_sleep(|| self.inbox.is_empty()) {
+                    self.waker.poll(std::mem::take(&mut first_times_out));
+                    self.hs.woke();
+                }
+            }
+        }
+    }
+
+    fn sorted(mut v: Vec<u32>) -> Vec<u32> {
+        v.sort_unstable();
+        v
+    }
+
+    /// No lost wake-up: `producers` threads each send one message while
+    /// the loop thread turns (drain, prepare_sleep, poll, woke). A loop
+    /// that slept with a message queued and no wake coming would block
+    /// forever (loom reports the deadlock); so every interleaving ends
+    /// with every message taken exactly once. The wake calls never exceed
+    /// the times the loop published `sleeping`.
+    fn no_lost_wakeup(producers: u32, first_times_out: bool) {
+        let l = Loop::new();
+        let ths: Vec<_> = (0..producers)
+            .map(|i| {
+                let l = l.clone();
+                thread::spawn(move || l.send(i))
+            })
+            .collect();
+        let (got, published) = l.run_until(producers as usize, first_times_out);
+        for t in ths {
+            assert!(t.join().unwrap().is_empty(), "nothing settled: not closed");
+        }
+        assert_eq!(sorted(got), (0..producers).collect::<Vec<_>>());
+        assert!(l.inbox.is_empty());
+        let calls = l.waker.calls();
+        assert!(calls <= published, "{calls} wakes for {published} parks");
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_one_producer() {
+        model("inbox: no lost wake-up, 1 producer", None, || {
+            no_lost_wakeup(1, false)
+        });
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_after_a_timed_out_poll() {
+        model("inbox: no lost wake-up, timed-out poll first", None, || {
+            no_lost_wakeup(1, true)
+        });
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_two_producers() {
+        model("inbox: no lost wake-up, 2 producers", Some(3), || {
+            no_lost_wakeup(2, false)
+        });
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_two_producers_after_a_timed_out_poll() {
+        model(
+            "inbox: no lost wake-up, 2 producers, timed-out poll first",
+            Some(3),
+            || no_lost_wakeup(2, true),
+        );
+    }
+
+    /// The runtime's variant: a spawner pushes a job on a queue of its own
+    /// (not the inbox), fences and calls `wake_if_sleeping`, as
+    /// `Core::submit` does; the loop's `prepare_sleep` check also looks at
+    /// that queue (its `idle`). The job is never stranded.
+    #[test]
+    fn loom_inbox_no_lost_wakeup_for_work_outside_the_inbox() {
+        model(
+            "inbox: no lost wake-up, job outside the inbox",
+            None,
+            || {
+                let l = Loop::new();
+                let jobs = Arc::new(Queue::new());
+                let (l2, jobs2) = (l.clone(), jobs.clone());
+                let spawner = thread::spawn(move || {
+                    jobs2.push(7);
+                    loom::sync::atomic::fence(SeqCst);
+                    l2.hs.wake_if_sleeping(|| l2.waker.wake());
+                });
+                let mut got = Vec::new();
+                while got.is_empty() {
+                    while let Some(j) = jobs.steal() {
+                        got.push(j);
+                    }
+                    if got.is_empty()
+                        && l.hs.prepare_sleep(|| l.inbox.is_empty() && jobs.is_empty())
+                    {
+                        l.waker.poll(false);
+                        l.hs.woke();
+                    }
+                }
+                spawner.join().unwrap();
+                assert_eq!(got, [7]);
+            },
+        );
+    }
+
+    /// A burst to a parked loop: the loop has published `sleeping` and
+    /// blocks in `poll` while two producers send. Exactly one of them
+    /// calls the waker (the one whose compare-exchange flips `sleeping`),
+    /// never both and never neither; the woken loop then takes both
+    /// messages.
+    #[test]
+    fn loom_inbox_burst_to_a_parked_loop_wakes_once() {
+        model("inbox: burst to a parked loop, 1 wake", Some(5), || {
+            let l = Loop::new();
+            assert!(l.hs.prepare_sleep(|| l.inbox.is_empty()));
+            let ths: Vec<_> = (0..2)
+                .map(|i| {
+                    let l = l.clone();
+                    thread::spawn(move || l.send(i))
+                })
+                .collect();
+            l.waker.poll(false);
+            for t in ths {
+                assert!(t.join().unwrap().is_empty());
+            }
+            assert_eq!(l.waker.calls(), 1, "one wake for the burst");
+            l.hs.woke();
+            let mut got = Vec::new();
+            l.drain(&mut got);
+            assert_eq!(sorted(got), [0, 1]);
+        });
+    }
+
+    /// Close vs send: producers send while the loop takes what it finds
+    /// (`handled_first`) and then closes (`Shared::close`: publish
+    /// `closed`, fence, drain). Every message is settled exactly once:
+    /// handled by the loop, drained by its close, or drained by a producer
+    /// that saw `closed`; none is left in the queue.
+    fn close_vs_send(producers: u32, handled_first: bool) {
+        let l = Loop::new();
+        let ths: Vec<_> = (0..producers)
+            .map(|i| {
+                let l = l.clone();
+                thread::spawn(move || l.send(i))
+            })
+            .collect();
+        let mut settled = Vec::new();
+        if handled_first {
+            l.drain(&mut settled);
+        }
+        l.hs.close();
+        l.drain(&mut settled);
+        for t in ths {
+            settled.extend(t.join().unwrap());
+        }
+        assert_eq!(sorted(settled), (0..producers).collect::<Vec<_>>());
+        assert!(l.inbox.is_empty(), "a message left behind");
+        assert_eq!(l.waker.calls(), 0, "the loop never slept");
+    }
+
+    #[test]
+    fn loom_inbox_close_vs_send_one_producer() {
+        model("inbox: close vs send, 1 producer", None, || {
+            close_vs_send(1, true)
+        });
+    }
+
+    #[test]
+    fn loom_inbox_close_vs_send_two_producers() {
+        model("inbox: close vs send, 2 producers", Some(4), || {
+            close_vs_send(2, false)
+        });
+    }
+
+    #[test]
+    fn loom_inbox_close_vs_send_two_producers_after_a_pass() {
+        model(
+            "inbox: close vs send, 2 producers, a pass first",
+            Some(3),
+            || close_vs_send(2, true),
+        );
+    }
+}
