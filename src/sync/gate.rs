@@ -445,15 +445,16 @@ mod loom_tests {
     /// Runs `f` under loom, bounded to `preemptions` (loom's default is
     /// unbounded), and prints how many interleavings it explored.
     fn model(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        // A counter of this model's own (tests run in parallel).
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut b = loom::model::Builder::new();
         b.preemption_bound = Some(preemptions);
-        RUNS.store(0, SeqCst);
+        let r = runs.clone();
         b.check(move || {
-            RUNS.fetch_add(1, SeqCst);
+            r.fetch_add(1, SeqCst);
             f();
         });
-        println!("loom {name}: {} interleavings", RUNS.load(SeqCst));
+        println!("loom {name}: {} interleavings", runs.load(SeqCst));
     }
 
     /// `threads` flows, one per thread, contend for a Mutex(`max`): each
