@@ -1,0 +1,414 @@
+//! Workloads across loops: one `Runtime` of L loops against one tokio
+//! `multi_thread` runtime of L workers.
+
+use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Latch, Make, Side};
+use futoin_asyncsteps::sync::Mutex;
+use futoin_asyncsteps::{ArgValue, AsyncSteps, ExternalHandle, Runtime, Step, StepResult};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- xthread
+
+/// Parks `n` flows in `wait_external()`, then completes them all from this
+/// (non-loop) thread with an int the next step reads. Timed: from the
+/// first completion to the end of the last flow.
+fn ours_xthread(rt: &Runtime, n: usize) -> Duration {
+    let handles = Arc::new(std::sync::Mutex::new(Vec::with_capacity(n)));
+    let parked = Latch::new(n);
+    let done = Latch::new(n);
+    for _ in 0..n {
+        let mut root = AsyncSteps::new();
+        let (hs, p) = (handles.clone(), parked.clone());
+        root.add(move |s, ()| {
+            let h = s.wait_external();
+            hs.lock().expect("handles").push(h);
+            p.count_down();
+            Ok(())
+        });
+        let d = done.clone();
+        root.add(move |_, (v,): (u32,)| {
+            black_box(v);
+            d.count_down();
+            Ok(())
+        });
+        rt.execute(root);
+    }
+    parked.wait();
+    let hs: Vec<ExternalHandle> = std::mem::take(&mut *handles.lock().expect("handles"));
+    let t = Instant::now();
+    for (i, h) in hs.into_iter().enumerate() {
+        h.success((i as u32,)).expect("the step waits");
+    }
+    done.wait();
+    t.elapsed()
+}
+
+/// `n` tasks await a oneshot receiver; this thread fires every sender.
+fn tokio_xthread(rt: &tokio::runtime::Runtime, n: usize) -> Duration {
+    let parked = Latch::new(n);
+    let done = Latch::new(n);
+    let mut txs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        txs.push(tx);
+        let (p, d) = (parked.clone(), done.clone());
+        drop(rt.spawn(async move {
+            p.count_down();
+            black_box(rx.await.expect("value"));
+            d.count_down();
+        }));
+    }
+    parked.wait();
+    let t = Instant::now();
+    for (i, tx) in txs.into_iter().enumerate() {
+        tx.send(i as u32).expect("receiver alive");
+    }
+    done.wait();
+    t.elapsed()
+}
+
+pub fn xthread() -> Make {
+    Box::new(|side, ctx| {
+        let n = ctx.size(100_000, 2_000);
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: ours_xthread(&rt, n),
+                })
+            }
+            Side::Tokio => {
+                let rt = tokio_multi(ctx.loops);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: tokio_xthread(&rt, n),
+                })
+            }
+        }
+    })
+}
+
+// -------------------------------------------------------------- ping-pong
+
+/// What a player hands the other: its own waiting step, or `None` to stop.
+struct Ball(Option<ExternalHandle>);
+impl ArgValue for Ball {}
+
+type Slot = Arc<std::sync::Mutex<Option<ExternalHandle>>>;
+
+/// One volley, as the steps of a loop iteration: complete the peer's
+/// waiting step with our own next handle, wait, keep the handle that comes
+/// back (or leave the loop on `None`).
+fn volley(s: &mut Step<'_>, slot: &Slot) -> StepResult {
+    let sl = slot.clone();
+    s.add(move |s, ()| {
+        let peer = sl.lock().expect("slot").take().expect("a ball to hit");
+        let me = s.wait_external();
+        peer.success((Ball(Some(me)),)).expect("the peer waits");
+        Ok(())
+    });
+    let sl = slot.clone();
+    s.add(move |s, (b,): (Ball,)| match b.0 {
+        Some(h) => {
+            *sl.lock().expect("slot") = Some(h);
+            Ok(())
+        }
+        None => s.break_loop(),
+    });
+    Ok(())
+}
+
+/// `rounds` round trips between a flow on loop 0 and one on loop 1 (the
+/// same loop when there is one).
+fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // B: publishes its first waiting step, then returns every ball.
+    let mut b = AsyncSteps::new();
+    b.add(move |s, ()| {
+        tx.send(s.wait_external()).expect("main waits");
+        Ok(())
+    });
+    let b_slot: Slot = Arc::default();
+    let sl = b_slot.clone();
+    b.add(move |_, (ball,): (Ball,)| {
+        *sl.lock().expect("slot") = ball.0;
+        Ok(())
+    });
+    b.loop_(move |s| volley(s, &b_slot));
+    let b_loop = 1 % rt.loops();
+    let b_done = rt.loop_handle(b_loop).expect("loop").promise::<()>(b);
+    let first = rx.recv().expect("B's first handle");
+
+    // A: serves `rounds` times, then tells B to stop.
+    let a_slot: Slot = Arc::new(std::sync::Mutex::new(Some(first)));
+    let mut a = AsyncSteps::new();
+    let sl = a_slot.clone();
+    a.repeat(rounds, move |s, _| volley(s, &sl));
+    a.add(move |_, ()| {
+        let peer = a_slot.lock().expect("slot").take().expect("B waits");
+        peer.success((Ball(None),)).expect("B waits");
+        Ok(())
+    });
+    let t = Instant::now();
+    let a_done = rt.loop_handle(0).expect("loop 0").promise::<()>(a);
+    a_done.wait().expect("A ends");
+    let el = t.elapsed();
+    b_done.wait().expect("B ends");
+    el
+}
+
+/// Two tasks on the `multi_thread` runtime passing a counter over two
+/// `mpsc` channels of capacity 1.
+fn tokio_ping(rt: &tokio::runtime::Runtime, rounds: usize) -> Duration {
+    rt.block_on(async move {
+        let (tx_ab, mut rx_ab) = tokio::sync::mpsc::channel::<usize>(1);
+        let (tx_ba, mut rx_ba) = tokio::sync::mpsc::channel::<usize>(1);
+        let b = tokio::spawn(async move {
+            while let Some(v) = rx_ab.recv().await {
+                tx_ba.send(v).await.expect("A listens");
+            }
+        });
+        let a = tokio::spawn(async move {
+            let t = Instant::now();
+            for i in 0..rounds {
+                tx_ab.send(i).await.expect("B listens");
+                black_box(rx_ba.recv().await.expect("B answers"));
+            }
+            t.elapsed()
+        });
+        let el = a.await.expect("A");
+        b.await.expect("B");
+        el
+    })
+}
+
+pub fn ping_pong() -> Make {
+    Box::new(|side, ctx| {
+        let n = ctx.size(20_000, 500);
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: ours_ping(&rt, n),
+                })
+            }
+            Side::Tokio => {
+                let rt = tokio_multi(ctx.loops);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: tokio_ping(&rt, n),
+                })
+            }
+        }
+    })
+}
+
+// -------------------------------------------------------- contended mutex
+
+/// A flow running `repeat(n)` of an empty step synced on `m`.
+fn synced_repeat(n: usize, m: &Mutex) -> AsyncSteps {
+    let mut root = AsyncSteps::new();
+    let m = m.clone();
+    root.repeat(n, move |s, i| {
+        s.sync(&m, move |_, ()| {
+            black_box(i);
+            Ok(())
+        });
+        Ok(())
+    });
+    root
+}
+
+fn ours_contended(rt: &Runtime, flows: usize, sections: usize) -> Duration {
+    let m = Mutex::new(1, None);
+    let t = Instant::now();
+    let ps: Vec<_> = (0..flows)
+        .map(|_| rt.spawn::<()>(synced_repeat(sections, &m)))
+        .collect();
+    for p in ps {
+        p.wait().expect("flow");
+    }
+    t.elapsed()
+}
+
+fn tokio_contended(rt: &tokio::runtime::Runtime, flows: usize, sections: usize) -> Duration {
+    let m = Arc::new(tokio::sync::Mutex::new(()));
+    let t = Instant::now();
+    let hs: Vec<_> = (0..flows)
+        .map(|_| {
+            let m = m.clone();
+            rt.spawn(async move {
+                for i in 0..sections {
+                    let g = m.lock().await;
+                    black_box(i);
+                    drop(g);
+                }
+            })
+        })
+        .collect();
+    rt.block_on(async move {
+        for h in hs {
+            h.await.expect("task");
+        }
+    });
+    t.elapsed()
+}
+
+pub fn contended_mutex() -> Make {
+    Box::new(|side, ctx| {
+        let (flows, sections) = if ctx.quick { (20, 20) } else { (100, 200) };
+        let ops = (flows * sections) as u64;
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops,
+                    time: ours_contended(&rt, flows, sections),
+                })
+            }
+            Side::Tokio => {
+                let rt = tokio_multi(ctx.loops);
+                from_fn(move || Batch {
+                    ops,
+                    time: tokio_contended(&rt, flows, sections),
+                })
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------- scaling
+
+fn ours_scale(rt: &Runtime, flows: usize, iters: usize) -> Duration {
+    let done = Latch::new(flows);
+    let t = Instant::now();
+    for f in 0..flows {
+        let mut root = AsyncSteps::new();
+        root.repeat(iters, move |_, i| {
+            black_box(i.wrapping_mul(f));
+            Ok(())
+        });
+        let d = done.clone();
+        root.add(move |_, ()| {
+            d.count_down();
+            Ok(())
+        });
+        rt.execute(root);
+    }
+    done.wait();
+    t.elapsed()
+}
+
+fn tokio_scale(rt: &tokio::runtime::Runtime, flows: usize, iters: usize) -> Duration {
+    let done = Latch::new(flows);
+    let t = Instant::now();
+    for f in 0..flows {
+        let d = done.clone();
+        drop(rt.spawn(async move {
+            for i in 0..iters {
+                black_box(i.wrapping_mul(f));
+                tokio::task::consume_budget().await;
+            }
+            d.count_down();
+        }));
+    }
+    done.wait();
+    t.elapsed()
+}
+
+pub fn scaling() -> Make {
+    Box::new(|side, ctx| {
+        let (flows, iters) = if ctx.quick {
+            (200, 500)
+        } else {
+            (2_000, 5_000)
+        };
+        let ops = (flows * iters) as u64;
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops,
+                    time: ours_scale(&rt, flows, iters),
+                })
+            }
+            Side::Tokio => {
+                let rt = tokio_multi(ctx.loops);
+                from_fn(move || Batch {
+                    ops,
+                    time: tokio_scale(&rt, flows, iters),
+                })
+            }
+        }
+    })
+}
+
+// ----------------------------------------------------------------- timers
+
+fn timer_ms(i: usize) -> u64 {
+    1 + (i % 100) as u64
+}
+
+/// `n` root flows, each waiting on `set_timeout(1..=100 ms)` and
+/// recovering in its error handler. Timed from the first spawn to the last
+/// flow's end (so it includes up to 100 ms of waiting).
+fn ours_timers(rt: &Runtime, n: usize) -> Duration {
+    let done = Latch::new(n);
+    let t = Instant::now();
+    for i in 0..n {
+        let mut root = AsyncSteps::new();
+        let d = done.clone();
+        root.add_catch(
+            move |s, ()| {
+                s.set_timeout(Duration::from_millis(timer_ms(i)));
+                Ok(())
+            },
+            move |s, _| {
+                d.count_down();
+                s.success(())
+            },
+        );
+        rt.execute(root);
+    }
+    done.wait();
+    t.elapsed()
+}
+
+fn tokio_timers(rt: &tokio::runtime::Runtime, n: usize) -> Duration {
+    let done = Latch::new(n);
+    let t = Instant::now();
+    for i in 0..n {
+        let d = done.clone();
+        drop(rt.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(timer_ms(i))).await;
+            d.count_down();
+        }));
+    }
+    done.wait();
+    t.elapsed()
+}
+
+pub fn timers() -> Make {
+    Box::new(|side, ctx: &Ctx| {
+        let n = ctx.size(1_000_000, 10_000);
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: ours_timers(&rt, n),
+                })
+            }
+            Side::Tokio => {
+                let rt = tokio_multi(ctx.loops);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: tokio_timers(&rt, n),
+                })
+            }
+        }
+    })
+}
