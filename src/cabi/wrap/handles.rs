@@ -7,18 +7,17 @@ use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
 use crate::cabi::value;
 use crate::error::{Error, StepResult};
-use parking_lot::Mutex;
 use std::borrow::Cow;
-use std::marker::PhantomData;
 
 /// Adds branches to a parallel step of a foreign flow (from
 /// [`ForeignSteps::parallel`] or [`ForeignRoot::parallel`](super::ForeignRoot::parallel)).
 pub struct ForeignParallel<'s> {
     /// The parallel's handle; NULL when it could not be made (adds are
-    /// then ignored: the step already reports the failure).
+    /// then ignored: the owner already reports the failure).
     par: *mut FutoInAsyncSteps,
-    keeper: Option<Keeper>,
-    _owner: PhantomData<&'s mut ()>,
+    keeper: Keeper,
+    /// Where the owner keeps the first call that could not be made.
+    misuse: &'s mut Option<Error>,
 }
 
 impl std::fmt::Debug for ForeignParallel<'_> {
@@ -30,22 +29,29 @@ impl std::fmt::Debug for ForeignParallel<'_> {
 }
 
 impl<'s> ForeignParallel<'s> {
+    /// Opens a parallel on `bsi`; a failure goes to `misuse`.
+    ///
     /// # Safety
-    /// `par` is a live parallel handle and `keeper` a live owner for the
-    /// closures, both for `'s`.
-    pub(super) unsafe fn new(par: *mut FutoInAsyncSteps, keeper: Keeper) -> Self {
+    /// `bsi` is a live step or root handle and `keeper` a live owner for
+    /// the closures, both for `'s`.
+    pub(super) unsafe fn open(
+        bsi: *mut FutoInAsyncSteps,
+        keeper: Keeper,
+        c: Option<CatchFn>,
+        misuse: &'s mut Option<Error>,
+    ) -> Self {
+        // SAFETY: the caller's contract.
+        let par = match unsafe { open_parallel(keeper, bsi, c) } {
+            Ok(p) => p,
+            Err(e) => {
+                misuse.get_or_insert(e);
+                std::ptr::null_mut()
+            }
+        };
         ForeignParallel {
             par,
-            keeper: Some(keeper),
-            _owner: PhantomData,
-        }
-    }
-
-    pub(super) fn failed() -> Self {
-        ForeignParallel {
-            par: std::ptr::null_mut(),
-            keeper: None,
-            _owner: PhantomData,
+            keeper,
+            misuse,
         }
     }
 
@@ -69,24 +75,13 @@ impl<'s> ForeignParallel<'s> {
     }
 
     fn push(&mut self, f: ExecFn, c: Option<CatchFn>) -> &mut Self {
-        let Some(keeper) = self.keeper else {
+        if self.par.is_null() {
             return self;
-        };
-        let has_catch = c.is_some();
-        let slot = StepSlot {
-            exec: Mutex::new(Some(f)),
-            catch: Mutex::new(c),
-        };
-        // SAFETY: the owner is live for 's (constructor contract).
-        let Ok(p) = (unsafe { keeper.keep(slot) }) else {
-            return self;
-        };
-        // SAFETY: a live parallel handle (constructor contract).
-        let add = unsafe { (*(*self.par).api).add };
-        if let Some(add) = add {
-            let eh: ErrorCallback = if has_catch { Some(catch_tramp) } else { None };
-            // SAFETY: as above; the slot lives as long as the parallel.
-            unsafe { add(self.par, p.cast(), Some(exec_tramp), eh) };
+        }
+        // SAFETY: the parallel's live handle and its owner's keeper (the
+        // constructor's contract, for 's).
+        if let Err(e) = unsafe { add_step(self.keeper, self.par, Some(f), c) } {
+            self.misuse.get_or_insert(e);
         }
         self
     }

@@ -185,6 +185,66 @@ pub(super) struct StepSlot {
     pub(super) catch: Mutex<Option<CatchFn>>,
 }
 
+/// Keeps a step's closures with `keeper` and adds the step through the
+/// `add` entry of `bsi` (a step, a root, or a parallel's handle).
+///
+/// # Safety
+/// `keeper` as for [`Keeper::keep`]; `bsi` a live handle whose steps do
+/// not outlive the keeper's memory.
+pub(super) unsafe fn add_step(
+    keeper: Keeper,
+    bsi: *mut FutoInAsyncSteps,
+    f: Option<ExecFn>,
+    c: Option<CatchFn>,
+) -> Result<(), Error> {
+    let has_catch = c.is_some();
+    let slot = StepSlot {
+        exec: Mutex::new(f),
+        catch: Mutex::new(c),
+    };
+    // SAFETY: the caller's contract.
+    let p = unsafe { keeper.keep(slot) }?;
+    // SAFETY: a live handle starts with its table.
+    let add = unsafe { (*(*bsi).api).add }
+        .ok_or_else(|| Error::internal("wrap: the implementation has no add"))?;
+    let eh: ErrorCallback = if has_catch { Some(catch_tramp) } else { None };
+    // SAFETY: as above; the slot lives as long as the step (keeper).
+    unsafe { add(bsi, p.cast(), Some(exec_tramp), eh) };
+    Ok(())
+}
+
+/// Adds a parallel step through the `parallel` entry of `bsi`, its error
+/// handler kept with `keeper`; the parallel's own handle.
+///
+/// # Safety
+/// As for [`add_step`].
+pub(super) unsafe fn open_parallel(
+    keeper: Keeper,
+    bsi: *mut FutoInAsyncSteps,
+    c: Option<CatchFn>,
+) -> Result<*mut FutoInAsyncSteps, Error> {
+    let (data, eh): (*mut StepSlot, ErrorCallback) = match c {
+        Some(c) => {
+            let slot = StepSlot {
+                exec: Mutex::new(None),
+                catch: Mutex::new(Some(c)),
+            };
+            // SAFETY: the caller's contract.
+            (unsafe { keeper.keep(slot) }?, Some(catch_tramp))
+        }
+        None => (std::ptr::null_mut(), None),
+    };
+    // SAFETY: a live handle starts with its table.
+    let parallel = unsafe { (*(*bsi).api).parallel }
+        .ok_or_else(|| Error::internal("wrap: the implementation has no parallel"))?;
+    // SAFETY: as above; the handler's slot lives as long as the step.
+    let par = unsafe { parallel(bsi, data.cast(), eh) };
+    if par.is_null() {
+        return Err(Error::internal("wrap: parallel() gave NULL"));
+    }
+    Ok(par)
+}
+
 /// Moves the values out of a callback's args (their slots are left
 /// empty, as the interface's ownership rules allow).
 ///

@@ -288,14 +288,10 @@ impl<'a> ForeignSteps<'a> {
     }
 
     fn push(&mut self, f: ExecFn, c: Option<CatchFn>) {
-        let has_catch = c.is_some();
-        let slot = StepSlot {
-            exec: Mutex::new(Some(f)),
-            catch: Mutex::new(c),
-        };
-        if let Some(p) = self.keep(slot) {
-            let eh: ErrorCallback = if has_catch { Some(catch_tramp) } else { None };
-            call!(self, add, "add", p.cast(), Some(exec_tramp), eh);
+        // SAFETY: this callback's live handle (wrap's contract); its
+        // keeper lives as long as the step.
+        if let Err(e) = unsafe { add_step(self.keeper(), self.bsi, Some(f), c) } {
+            self.note(e);
         }
     }
 
@@ -318,28 +314,10 @@ impl<'a> ForeignSteps<'a> {
     }
 
     fn parallel_impl(&mut self, c: Option<CatchFn>) -> ForeignParallel<'_> {
-        let keeper = self.keeper();
-        let (data, eh): (*mut StepSlot, ErrorCallback) = match c {
-            Some(c) => {
-                let slot = StepSlot {
-                    exec: Mutex::new(None),
-                    catch: Mutex::new(Some(c)),
-                };
-                match self.keep(slot) {
-                    Some(p) => (p, Some(catch_tramp)),
-                    None => return ForeignParallel::failed(),
-                }
-            }
-            None => (std::ptr::null_mut(), None),
-        };
-        let par = call!(self, parallel, "parallel", data.cast(), eh).unwrap_or_default();
-        if par.is_null() {
-            self.note(Error::internal("wrap: parallel() gave NULL"));
-            return ForeignParallel::failed();
-        }
-        // SAFETY: the parallel handle the implementation just gave, used
-        // while this callback runs (the borrow of `self`).
-        unsafe { ForeignParallel::new(par, keeper) }
+        let (bsi, keeper) = (self.bsi, self.keeper());
+        // SAFETY: this callback's live handle and keeper, used while
+        // `self` is borrowed.
+        unsafe { ForeignParallel::open(bsi, keeper, c, &mut self.misuse) }
     }
 
     /// Adds a step that runs `f` holding `sync` (spec `sync`).

@@ -140,21 +140,10 @@ impl ForeignRoot {
     }
 
     fn push(&mut self, f: ExecFn, c: Option<CatchFn>) -> &mut Self {
-        let has_catch = c.is_some();
-        let slot = StepSlot {
-            exec: Mutex::new(Some(f)),
-            catch: Mutex::new(c),
-        };
-        // SAFETY: the arena lives until the root's state goes, after the
-        // root ran or was freed.
-        let p = unsafe { Keeper::Arena(self.arena).keep(slot) }.expect("the arena keeps anything");
-        match self.api().add {
-            Some(add) => {
-                let eh: ErrorCallback = if has_catch { Some(catch_tramp) } else { None };
-                // SAFETY: the live root; the slot lives as long as it.
-                unsafe { add(self.bsi, p.cast(), Some(exec_tramp), eh) };
-            }
-            None => self.note(Error::internal("wrap: the implementation has no add")),
+        // SAFETY: the live root (from_raw's contract); the arena lives
+        // until the root's state goes, after the root ran or was freed.
+        if let Err(e) = unsafe { add_step(Keeper::Arena(self.arena), self.bsi, Some(f), c) } {
+            self.note(e);
         }
         self
     }
@@ -201,31 +190,9 @@ impl ForeignRoot {
     }
 
     fn parallel_impl(&mut self, c: Option<CatchFn>) -> ForeignParallel<'_> {
-        let (data, eh): (*mut StepSlot, ErrorCallback) = match c {
-            Some(c) => {
-                let slot = StepSlot {
-                    exec: Mutex::new(None),
-                    catch: Mutex::new(Some(c)),
-                };
-                // SAFETY: as in `push`.
-                let p = unsafe { Keeper::Arena(self.arena).keep(slot) }
-                    .expect("the arena keeps anything");
-                (p, Some(catch_tramp))
-            }
-            None => (std::ptr::null_mut(), None),
-        };
-        let par = match self.api().parallel {
-            // SAFETY: the live root.
-            Some(f) => unsafe { f(self.bsi, data.cast(), eh) },
-            None => std::ptr::null_mut(),
-        };
-        if par.is_null() {
-            self.note(Error::internal("wrap: parallel() on the root gave NULL"));
-            return ForeignParallel::failed();
-        }
-        // SAFETY: the root's parallel handle, used while `self` is
-        // borrowed; the arena outlives the root's steps.
-        unsafe { ForeignParallel::new(par, Keeper::Arena(self.arena)) }
+        let (bsi, keeper) = (self.bsi, Keeper::Arena(self.arena));
+        // SAFETY: as in `push`, used while `self` is borrowed.
+        unsafe { ForeignParallel::open(bsi, keeper, c, &mut self.misuse) }
     }
 
     /// Adds a step that runs `f` holding `sync` (spec `sync`).
