@@ -262,8 +262,10 @@ pub(crate) fn run_exec(
     }
     let b = bind(s);
     // SAFETY: a C callback given to add(); the handle is valid while it
-    // runs, and the args live until it returns.
-    unsafe { f(b.ptr(), d.get(), &cargs) };
+    // runs, and the args live until it returns. The pointer is a mutable
+    // one: the callback may move values out of the args, or forward them
+    // with success(), which resets them.
+    unsafe { f(b.ptr(), d.get(), std::ptr::addr_of_mut!(cargs)) };
     if some {
         value::reset_all(&mut cargs);
     }

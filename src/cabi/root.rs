@@ -216,7 +216,27 @@ unsafe extern "C" fn state_variable(
         if matches!(i.run, Run::Running { .. }) {
             return std::ptr::null_mut(); // the model's state went to the flow
         }
-        state_var(i.model.state(), name, data, allocate, cleanup).unwrap_or(std::ptr::null_mut())
+        let st = i.model.state();
+        let predefined = matches!(name, "error_info" | "last_exception");
+        if allocate.is_none() || predefined || st.contains(name) {
+            return state_var(st, name, data, allocate, cleanup).unwrap_or(std::ptr::null_mut());
+        }
+        // A new variable: `allocate` is the caller's code and may call this
+        // root again, so it runs with the lock released.
+        drop(i);
+        let mut made = crate::State::new();
+        let v = state_var(&mut made, name, data, allocate, cleanup).unwrap_or(std::ptr::null_mut());
+        let mut i = r.inner.lock();
+        if matches!(i.run, Run::Running { .. }) {
+            return std::ptr::null_mut(); // `made` is dropped (cleaned up) after the lock
+        }
+        let st = i.model.state();
+        if st.contains(name) {
+            // Made meanwhile from another thread: that one stays.
+            return state_var(st, name, data, None, None).unwrap_or(std::ptr::null_mut());
+        }
+        st.copy_missing(&made);
+        v
     })
     .unwrap_or(std::ptr::null_mut())
 }
@@ -291,8 +311,16 @@ impl Drop for KeepRoot {
 
 unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: ErrorCallback) {
     // SAFETY: vtable entries get our roots.
-    let Some(r) = (unsafe { root(p) }) else {
+    if unsafe { root(p) }.is_none() {
         return;
+    }
+    // A reference of this call's own: the flow may end, and C free the
+    // root (from its unhandled-error callback, or from a step), before
+    // this call is done with it.
+    // SAFETY: `p` is a live Arc<RootBsi> (C has not freed it).
+    let r = unsafe {
+        Arc::increment_strong_count(p as *const RootBsi);
+        Arc::from_raw(p as *const RootBsi)
     };
     let report = |code: &std::ffi::CStr| {
         if let Some(ue) = ue {
@@ -318,14 +346,7 @@ unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: Er
         let model = std::mem::take(&mut i.model);
         let rt = i.rt.clone();
         drop(i);
-        // SAFETY: `p` is a live Arc<RootBsi> (C has not freed it).
-        let keep = KeepRoot(
-            unsafe {
-                Arc::increment_strong_count(p as *const RootBsi);
-                Arc::from_raw(p as *const RootBsi)
-            },
-            gen,
-        );
+        let keep = KeepRoot(r.clone(), gen);
         let (d, rp) = (SendPtr(data), SendPtr(p.cast()));
         let rt2 = rt.clone();
         let mut flow = AsyncSteps::new();
