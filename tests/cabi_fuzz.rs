@@ -41,8 +41,8 @@
 //! --target x86_64-unknown-linux-gnu --test cabi_fuzz` (the allocator
 //! option lets the huge `stack()` requests fail as they do without it).
 //!
-//! Environment: `FUZZ_CASES` (cases per property; default 5000 args cases
-//! and 3000 programs, about 40 s for a debug `cargo test --test cabi_fuzz`
+//! Environment: `FUZZ_CASES` (cases per property; default 4000 args cases
+//! and 2500 programs, about 30 s for a debug `cargo test --test cabi_fuzz`
 //! on two cores; raise it for long runs), `FUZZ_SEED` (default fixed, so a
 //! plain run is reproducible), `FUZZ_HANG_MS` (how long a flow may take
 //! before it counts as hung; default 30000), `FUZZ_TRACE` (print each case
@@ -1114,7 +1114,7 @@ fn run_args_case(spec: &ArgsCase, cov: &Coverage) -> Result<(), TestCaseError> {
 
 #[test]
 fn args_decoding_never_crashes_or_leaks() {
-    let (mut runner, cases, seed) = runner(5000, 1);
+    let (mut runner, cases, seed) = runner(4000, 1);
     let cov = Coverage::default();
     let ran = AtomicUsize::new(0);
     let started = Instant::now();
@@ -3400,7 +3400,7 @@ fn run_prog(p: &Prog) -> Result<Ran, TestCaseError> {
 
 #[test]
 fn call_sequences_never_crash_hang_or_leak() {
-    let (mut runner, cases, seed) = runner(3000, 2);
+    let (mut runner, cases, seed) = runner(2500, 2);
     let cov = Coverage::default();
     let ran = AtomicUsize::new(0);
     let binds = AtomicUsize::new(0);
