@@ -358,6 +358,20 @@ pub(crate) fn with_ext<R>(
     catch_unwind(AssertUnwindSafe(|| f(&h))).ok()
 }
 
+/// Runs `call` on the loop behind `t` from outside it: soon, or after
+/// `delay_ms` (the `sched_*` entries called off the loop; the handle they
+/// return is empty).
+pub(crate) fn schedule_on(
+    t: &ToolHandle,
+    delay_ms: Option<u32>,
+    call: impl FnOnce() + Send + 'static,
+) {
+    match delay_ms {
+        None => t.call(move |_| call()),
+        Some(ms) => t.deferred(std::time::Duration::from_millis(ms.into()), move |_| call()),
+    }
+}
+
 /// Runs `f` with a handle bound to `s`, as a C callback would run.
 pub(crate) fn run_raw(s: &mut Step<'_>, f: impl FnOnce(*mut FutoInAsyncSteps)) -> StepResult {
     let b = bind(s);

@@ -6,7 +6,7 @@
 //! any thread, even from the flow's own unhandled-error callback.
 
 use super::cvar::state_var;
-use super::handle::{catch_fn, exec_fn, thread_mark, SendPtr};
+use super::handle::{catch_fn, exec_fn, schedule_on, thread_mark, SendPtr};
 use super::noop;
 use super::types::*;
 use super::value::c_str;
@@ -21,7 +21,6 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Where a running C flow keeps its runtime (for `newInstance`).
 const RT_KEY: &str = "\0futoin.c.runtime";
@@ -477,11 +476,7 @@ fn schedule(
         let rt = r.inner.lock().rt.clone();
         if let Some(t) = rt.loop_handle(0) {
             // SAFETY: the user's callback with its data.
-            let call = move || unsafe { cb(d.get()) };
-            match delay {
-                None => t.call(move |_| call()),
-                Some(ms) => t.deferred(Duration::from_millis(ms.into()), move |_| call()),
-            }
+            schedule_on(&t, delay, move || unsafe { cb(d.get()) });
         }
     });
     FutoInHandle::EMPTY

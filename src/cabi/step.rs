@@ -2,7 +2,7 @@
 
 use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
-    bind, bind_child, catch_fn, exec_fn, fail_step, finish, get, mark_wait, with_ext,
+    bind, bind_child, catch_fn, exec_fn, fail_step, finish, get, mark_wait, schedule_on, with_ext,
     with_plain_step, with_step, SendPtr,
 };
 use super::root;
@@ -434,10 +434,7 @@ fn schedule(
     // SAFETY: a handle we gave out, or NULL.
     if let Some(b) = unsafe { get(p) } {
         if let Some(t) = b.tool.lock().clone() {
-            match delay {
-                None => t.call(move |_| call()),
-                Some(ms) => t.deferred(Duration::from_millis(ms.into()), move |_| call()),
-            }
+            schedule_on(&t, delay, call);
         }
     }
     FutoInHandle::EMPTY
