@@ -1261,7 +1261,6 @@ fn soak_mixed_flows_end_exactly_once_and_memory_stays_flat() {
     fill_pools(&rt, 2 * cfg.window + 16);
     let warm = run_round(&rt, &ctx, &cfg, 0, cfg.warmup, Instant::now() + cfg.cap);
     wait_idle(&rt, &ctx);
-    thread::sleep(Duration::from_millis(200));
     let rss_before = rss_kib();
 
     let main = run_round(
@@ -1273,7 +1272,6 @@ fn soak_mixed_flows_end_exactly_once_and_memory_stays_flat() {
         Instant::now() + cfg.cap,
     );
     wait_idle(&rt, &ctx);
-    thread::sleep(Duration::from_millis(200));
     let rss_after = rss_kib();
     let mutex_counts = ctx.mutex.counts();
     let inside_peak = ctx.inside_peak.load(Relaxed);
