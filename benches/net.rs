@@ -21,16 +21,18 @@ mod echo;
 mod http;
 #[path = "../examples/common/serve.rs"]
 mod serve;
+#[path = "../examples/common/tokio_peer.rs"]
+mod tokio_peer;
 
 use common::{full_run, profiling, Stats};
 use futoin_asyncsteps::Runtime;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_peer::{tokio_echo, tokio_http, tokio_server};
 
 const MSG: usize = 64;
 
@@ -52,65 +54,6 @@ fn ours_server(
     let addr = l.local_addr().unwrap();
     rt.execute(serve::acceptor(l, rt.handle(), serve_conn));
     (rt, addr)
-}
-
-/// A tokio server: an acceptor on a 2-worker `multi_thread` runtime
-/// spawning a task running `serve_conn` per connection. Returns the runtime
-/// (drop it to stop) and the address.
-fn tokio_server<F, Fut>(serve_conn: F) -> (tokio::runtime::Runtime, SocketAddr)
-where
-    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let rt = tokio_mt();
-    let l = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = l.local_addr().unwrap();
-    rt.spawn(async move {
-        loop {
-            let Ok((s, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(serve_conn(s));
-        }
-    });
-    (rt, addr)
-}
-
-/// The tokio echo connection.
-async fn tokio_echo(mut s: tokio::net::TcpStream) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match s.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if s.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// The tokio HTTP connection, with the same parser as ours.
-async fn tokio_http(mut s: tokio::net::TcpStream) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        let mut out = Vec::new();
-        let close = http::answer(&mut buf, &mut out);
-        if !out.is_empty() && s.write_all(&out).await.is_err() {
-            return;
-        }
-        if close {
-            return;
-        }
-        match s.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
 }
 
 /// `conns` connections each doing `rounds` round trips of `MSG` bytes, all
@@ -193,7 +136,7 @@ fn main() {
 
     let served = Arc::new(AtomicU64::new(0));
     let (ours_rt, ours_addr) = ours_server(move |c| echo::connection(c, served.clone()));
-    let (tokio_rt, tokio_addr) = tokio_server(tokio_echo);
+    let (tokio_rt, tokio_addr) = tokio_server(tokio_mt(), tokio_echo);
     let (mut o, mut t) = (Vec::new(), Vec::new());
     let total = (conns * rounds) as f64;
     for _ in 0..runs {
@@ -212,7 +155,7 @@ fn main() {
         return;
     }
     let (ours_rt, ours_addr) = ours_server(http::connection);
-    let (tokio_rt, tokio_addr) = tokio_server(tokio_http);
+    let (tokio_rt, tokio_addr) = tokio_server(tokio_mt(), tokio_http);
     let (mut o, mut t) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         match (wrk(ours_addr, 5), wrk(tokio_addr, 5)) {

@@ -37,6 +37,8 @@ mod echo;
 mod http;
 #[path = "../common/serve.rs"]
 mod serve;
+#[path = "../common/tokio_peer.rs"]
+mod tokio_peer;
 
 use bench::{run_round, Ctx, Round, Side, Workload};
 use clap::Parser;

@@ -4,6 +4,7 @@
 //! client: one `current_thread` tokio runtime on a thread of its own.
 
 use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
+use crate::tokio_peer::{tokio_echo, tokio_http, tokio_server};
 use crate::{echo, http, serve};
 use futoin_asyncsteps::Runtime;
 use std::future::Future;
@@ -26,63 +27,6 @@ fn ours_server(
     let addr = l.local_addr().expect("address");
     rt.execute(serve::acceptor(l, rt.handle(), serve_conn));
     (rt, addr)
-}
-
-/// A tokio server: an accept loop spawning a task per connection.
-fn tokio_server<F, Fut>(loops: usize, serve_conn: F) -> (tokio::runtime::Runtime, SocketAddr)
-where
-    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let rt = tokio_multi(loops);
-    let l = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = l.local_addr().expect("address");
-    rt.spawn(async move {
-        loop {
-            let Ok((s, _)) = l.accept().await else {
-                return;
-            };
-            drop(tokio::spawn(serve_conn(s)));
-        }
-    });
-    (rt, addr)
-}
-
-/// The tokio echo connection.
-async fn tokio_echo(mut s: tokio::net::TcpStream) {
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match s.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if s.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// The tokio HTTP connection, with the same request parser as ours.
-async fn tokio_http(mut s: tokio::net::TcpStream) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        let mut out = Vec::new();
-        let close = http::answer(&mut buf, &mut out);
-        if !out.is_empty() && s.write_all(&out).await.is_err() {
-            return;
-        }
-        if close {
-            return;
-        }
-        match s.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
 }
 
 /// Runs `conns` client connections to `addr` on one client thread, each
@@ -182,7 +126,7 @@ pub fn tcp_echo() -> Make {
                 })
             }
             Side::Tokio => {
-                let (rt, addr) = tokio_server(ctx.loops, tokio_echo);
+                let (rt, addr) = tokio_server(tokio_multi(ctx.loops), tokio_echo);
                 from_fn(move || {
                     let _keep = &rt;
                     Batch {
@@ -211,7 +155,7 @@ pub fn http() -> Make {
                 })
             }
             Side::Tokio => {
-                let (rt, addr) = tokio_server(ctx.loops, tokio_http);
+                let (rt, addr) = tokio_server(tokio_multi(ctx.loops), tokio_http);
                 from_fn(move || {
                     let _keep = &rt;
                     Batch {

@@ -1,0 +1,70 @@
+//! The tokio peers of the network benchmarks (`benches/net.rs` and the
+//! `asyncsteps-bench` harness): an accept loop spawning a task per
+//! connection, and the echo and HTTP connections written as a tokio user
+//! would (the HTTP one with the same request parser as ours, from
+//! `http.rs`, which the including crate has as `crate::http`).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A tokio server on `rt`: an accept loop spawning a task running
+/// `serve_conn` per connection. Returns the runtime (drop it to stop) and
+/// the address.
+pub fn tokio_server<F, Fut>(
+    rt: tokio::runtime::Runtime,
+    serve_conn: F,
+) -> (tokio::runtime::Runtime, SocketAddr)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let l = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = l.local_addr().expect("address");
+    rt.spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else {
+                return;
+            };
+            drop(tokio::spawn(serve_conn(s)));
+        }
+    });
+    (rt, addr)
+}
+
+/// The tokio echo connection.
+pub async fn tokio_echo(mut s: tokio::net::TcpStream) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if s.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The tokio HTTP connection, with the same request parser as ours.
+pub async fn tokio_http(mut s: tokio::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let mut out = Vec::new();
+        let close = crate::http::answer(&mut buf, &mut out);
+        if !out.is_empty() && s.write_all(&out).await.is_err() {
+            return;
+        }
+        if close {
+            return;
+        }
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
