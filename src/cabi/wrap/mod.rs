@@ -159,6 +159,39 @@ where
 }
 
 /// A Rust view of one running step of a foreign flow (see [`wrap`]).
+///
+/// Errors are returned, handlers recover, and a waiting step is completed
+/// from another thread, as with [`Step`](crate::Step):
+///
+/// ```
+/// use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new};
+/// use futoin_asyncsteps::cabi::ForeignRoot;
+/// use std::sync::mpsc::channel;
+///
+/// let rt = futoin_runtime_new(1);
+/// // SAFETY: a fresh root of a live runtime, owned by `root` from here.
+/// let mut root = unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(rt)) }?;
+/// root.add_catch(
+///     |s, ()| s.error("NotFound", "no such user"),
+///     |s, e| s.success((format!("{}: {}", e.code(), e.info().unwrap_or("")),)),
+/// );
+/// root.add(|s, (msg,): (String,)| {
+///     let h = s.wait_external();
+///     std::thread::spawn(move || h.success((msg.len() as u32,)).unwrap());
+///     Ok(())
+/// });
+/// let (tx, rx) = channel();
+/// root.add(move |_, (n,): (u32,)| {
+///     tx.send(n).unwrap();
+///     Ok(())
+/// });
+/// let flow = root.execute(|e| panic!("unexpected {e}"));
+/// assert_eq!(rx.recv().unwrap(), "NotFound: no such user".len() as u32);
+/// drop(flow);
+/// // SAFETY: every root of the runtime is freed.
+/// unsafe { futoin_runtime_free(rt) };
+/// # Ok::<(), futoin_asyncsteps::Error>(())
+/// ```
 pub struct ForeignSteps<'a> {
     bsi: *mut FutoInAsyncSteps,
     api: &'a FutoInAsyncStepsAPI,
