@@ -67,8 +67,14 @@ impl State {
     /// Empties the state, dropping each value on its own, so a panicking
     /// `Drop` neither skips the others nor leaks the map; the first panic
     /// is returned for the caller to raise.
+    #[inline]
     pub(crate) fn clear_catching(&mut self) -> Option<Box<dyn Any + Send>> {
+        // Most flows never touch their state: no call for them.
         let mut inner = self.0.take()?;
+        Self::drain_catching(&mut inner)
+    }
+
+    fn drain_catching(inner: &mut Inner) -> Option<Box<dyn Any + Send>> {
         let mut first = None;
         for (_, v) in inner.map.drain() {
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(v))) {

@@ -245,12 +245,14 @@ impl Flow {
     }
 
     /// Runs until every strand waits, the flow ends, or the burst is spent.
-    /// Returns the flow's result when it has ended.
+    /// Returns the flow's result when it has ended; on success its args
+    /// are left in the args register (moved out only when someone waits
+    /// for them).
     pub(crate) fn drive(
         &mut self,
         sched: &mut Scheduler,
         resume: Resume,
-    ) -> Option<Result<Args, Error>> {
+    ) -> Option<Result<(), Error>> {
         sched.budget = BURST;
         // Whatever an earlier activation left in the args register is stale.
         sched.clear_args();
@@ -343,19 +345,19 @@ impl Flow {
     }
 
     /// Runs one strand until it waits or ends; the flow's result when the
-    /// main strand ends.
+    /// main strand ends (success args in the register).
     fn run_strand(
         &mut self,
         sched: &mut Scheduler,
         sid: u32,
         mut act: Act,
-    ) -> Option<Result<Args, Error>> {
+    ) -> Option<Result<(), Error>> {
         loop {
             let next = match act {
                 Act::Next => self.next(sched, sid),
                 Act::Fail(e) => self.unwind(sched, sid, e, true),
                 Act::Up(e) => self.unwind(sched, sid, e, false),
-                Act::End(r) => return Some(r.map(|()| std::mem::take(&mut sched.args))),
+                Act::End(r) => return Some(r),
             };
             match next {
                 None => return None,
@@ -374,7 +376,7 @@ impl Flow {
                     Act::Next => Queued::Next(std::mem::take(&mut sched.args)),
                     Act::Fail(e) => Queued::Fail(e),
                     Act::Up(e) => Queued::Up(e),
-                    Act::End(r) => return Some(r.map(|()| std::mem::take(&mut sched.args))),
+                    Act::End(r) => return Some(r),
                 };
                 self.push_ready(true, sid, q);
                 return None;

@@ -414,13 +414,19 @@ impl Scheduler {
                 return;
             }
         };
-        // The register never outlives an activation (a failed flow may leave
-        // a handler's success args there).
-        self.clear_args();
         match res {
             Some(res) => {
                 self.flows.remove(key);
                 let done = flow.take_done();
+                // The result args (in the register) are moved out only for
+                // someone waiting for them.
+                let args = match (&res, &done) {
+                    (Ok(()), Some(_)) => Some(std::mem::take(&mut self.args)),
+                    _ => None,
+                };
+                // The register never outlives an activation (a failed flow
+                // may leave a handler's success args there).
+                self.clear_args();
                 let canceled = flow.was_canceled();
                 // What the flow holds (its state) is dropped before the
                 // result is given: a panicking Drop makes it InternalError.
@@ -429,7 +435,7 @@ impl Scheduler {
                     Err(p) => (Err(flow_panic_error(p)), false),
                 };
                 match done {
-                    Some(c) => c.complete(res),
+                    Some(c) => c.complete(res.map(|()| args.unwrap_or_default())),
                     None => {
                         if let Err(e) = res {
                             if !canceled || !reusable {
@@ -447,6 +453,7 @@ impl Scheduler {
                 }
             }
             None => {
+                self.clear_args();
                 if flow.has_ready() && !flow.queued {
                     flow.queued = true;
                     self.queue.push_back(Entry::Flow(key));
