@@ -121,6 +121,7 @@ impl Flow {
         out
     }
 
+    #[inline]
     pub(crate) fn init(
         &mut self,
         shared: &Arc<Shared>,
@@ -155,8 +156,12 @@ impl Flow {
     /// Clears the flow for reuse, keeping allocations.
     pub(crate) fn reset(&mut self) {
         let m = &mut self.main;
-        m.frames.clear();
-        m.queue.clear();
+        if !m.frames.is_empty() {
+            m.frames.clear();
+        }
+        if !m.queue.is_empty() {
+            m.queue.clear();
+        }
         // A pooled flow keeps small buffers only.
         m.frames.shrink_to(8);
         m.queue.shrink_to(16);
@@ -405,6 +410,7 @@ impl Flow {
         }
     }
 
+    #[inline]
     fn push_frame(
         &mut self,
         sid: u32,
@@ -632,13 +638,35 @@ impl Flow {
 
     /// Removes the top frame of `sid`. With `cancel`, its cancel callback
     /// runs first (and a parallel frame cancels its branches).
+    #[inline]
     pub(crate) fn pop_frame(&mut self, sched: &mut Scheduler, sid: u32, cancel: bool) {
         let st = self.st(sid);
         let Some(mut f) = st.frames.pop() else {
             return;
         };
         st.queue.truncate(f.seg as usize);
-        self.end_frame(sched, &mut f, cancel);
+        // A plain frame (no wait token, nothing in `Extra`) has no activity
+        // to end: the common case stays inline.
+        if f.wait.is_some() || f.extra.is_some() {
+            self.end_frame(sched, &mut f, cancel);
+        } else {
+            // Every field is named (a new one must be looked at here): of
+            // those that need dropping, only the handler can be set, so the
+            // two `None`s are forgotten instead of going through the
+            // frame's drop glue.
+            let Frame {
+                seg: _,
+                seq: _,
+                kind: _,
+                flags: _,
+                catch,
+                name: _,
+                wait,
+                extra,
+            } = f;
+            drop(catch);
+            std::mem::forget((wait, extra));
+        }
     }
 
     /// Ends the activity of a frame: cancel callback (when cancelling),
@@ -718,13 +746,19 @@ impl Flow {
         id
     }
 
+    #[inline]
     fn release_strand(&mut self, sid: u32) {
         let st = self.st(sid);
         st.live = false;
         st.fresh = false;
         st.gen = st.gen.wrapping_add(1);
-        st.queue.clear();
-        st.frames.clear();
+        // Usually both are empty already: skip the drop loops then.
+        if !st.queue.is_empty() {
+            st.queue.clear();
+        }
+        if !st.frames.is_empty() {
+            st.frames.clear();
+        }
         st.parent = (0, 0);
         if sid != 0 {
             self.side().free.push(sid);
