@@ -386,7 +386,7 @@ fn mismatch(expected: String, args: &Args) -> Error {
 }
 
 macro_rules! tuple {
-    ($n:literal; $($t:ident $i:tt),*) => {
+    ($n:literal; $($t:ident $i:tt $v:ident),*) => {
         impl<$($t: ArgValue),*> IntoArgs for ($($t,)*) {
             #[inline]
             fn into_args(self) -> Args {
@@ -398,19 +398,25 @@ macro_rules! tuple {
 
         impl<$($t: ArgValue),*> FromArgs for ($($t,)*) {
             fn from_args(args: &mut Args) -> Result<Self, Error> {
-                let ok = args.len() == $n $(&& matches!(
-                    args.vals[$i].as_ref().map(|v| v.type_name() == <$t>::type_name()),
-                    Some(true)
-                ))*;
-                if !ok {
+                if args.len() != $n {
                     return Err(mismatch(Self::expected(), args));
                 }
-                Ok(($(
-                    match $t::from_value(args.vals[$i].take().expect("checked")) {
-                        Ok(v) => v,
-                        Err(_) => return Err(Error::internal("arg type changed")),
-                    },
-                )*))
+                // Convert every value (each conversion checks its type);
+                // on any mismatch, put them all back for the message.
+                $( let $v = match args.vals[$i].take() {
+                    Some(v) => $t::from_value(v),
+                    None => return Err(mismatch(Self::expected(), args)),
+                }; )*
+                match ($($v,)*) {
+                    ($(Ok($v),)*) => Ok(($($v,)*)),
+                    ($($v,)*) => {
+                        $( args.vals[$i] = Some(match $v {
+                            Ok(x) => x.into_value(),
+                            Err(x) => x,
+                        }); )*
+                        Err(mismatch(Self::expected(), args))
+                    }
+                }
             }
             fn expected() -> String {
                 tuple_names(&[$(<$t>::type_name()),*])
@@ -419,10 +425,10 @@ macro_rules! tuple {
     };
 }
 
-tuple!(1; A 0);
-tuple!(2; A 0, B 1);
-tuple!(3; A 0, B 1, C 2);
-tuple!(4; A 0, B 1, C 2, D 3);
+tuple!(1; A 0 a);
+tuple!(2; A 0 a, B 1 b);
+tuple!(3; A 0 a, B 1 b, C 2 c);
+tuple!(4; A 0 a, B 1 b, C 2 c, D 3 d);
 
 #[cfg(test)]
 mod tests {
@@ -433,6 +439,15 @@ mod tests {
         let mut a = (1i64,).into_args();
         let e = <(i32, String)>::from_args(&mut a).unwrap_err();
         assert_eq!(e.info(), Some("step expects (i32, String), got (i64,)"));
+    }
+
+    #[test]
+    fn mismatch_after_a_converted_value_keeps_every_value() {
+        let mut a = (1i32, 2u8).into_args();
+        let e = <(i32, String)>::from_args(&mut a).unwrap_err();
+        assert_eq!(e.info(), Some("step expects (i32, String), got (i32, u8)"));
+        // The register is intact: the right types still convert.
+        assert_eq!(<(i32, u8)>::from_args(&mut a).unwrap(), (1, 2));
     }
 
     #[test]
