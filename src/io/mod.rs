@@ -207,7 +207,7 @@ impl Step<'_> {
                 .send(Msg::Call(Box::new(move |sched| sched.io_poke(key))));
         }
         self.out_mut().io_wait = true;
-        self.flow.extra_of(sid, depth).io = Some(IoWait {
+        self.flow.extra_of(&mut self.sched.extras, sid, depth).io = Some(IoWait {
             key,
             strand: sid,
             seq,

@@ -472,7 +472,7 @@ impl Flow {
                 }
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.extra().par = Some(ParState {
+                f.extra_in(&mut sched.extras).par = Some(ParState {
                     remaining: ids.len() as u32,
                     branches: ids,
                 });
@@ -481,7 +481,7 @@ impl Flow {
             Exec::Loop(b) => {
                 self.push_frame(sid, catch, name, Kind::Loop);
                 let (iter, label) = *b;
-                self.top(sid).extra().lp = Some(LoopState {
+                self.top(sid).extra_in(&mut sched.extras).lp = Some(LoopState {
                     iter: Some(iter),
                     label,
                 });
@@ -491,7 +491,7 @@ impl Flow {
                 self.push_frame(sid, catch, name, Kind::Await);
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.extra().fut = Some((fut, None));
+                f.extra_in(&mut sched.extras).fut = Some((fut, None));
                 self.poll_future(sched, sid)
             }
         }
@@ -506,7 +506,7 @@ impl Flow {
         let shared = sched.shared.clone();
         let f = self.top(sid);
         let seq = f.seq;
-        let (fut, wake) = f.extra().fut.as_mut()?;
+        let (fut, wake) = f.extra.as_mut()?.fut.as_mut()?;
         let wake = wake.get_or_insert_with(|| FutureWake::new(shared, key, sid, seq));
         wake.rearm();
         let waker = Waker::from(wake.clone());
@@ -530,7 +530,11 @@ impl Flow {
         sched.budget = sched.budget.saturating_sub(1);
         let lf = self.top(sid);
         let name = lf.name;
-        let lp = lf.extra().lp.as_mut().expect("loop state");
+        let lp = lf
+            .extra
+            .as_mut()
+            .and_then(|x| x.lp.as_mut())
+            .expect("loop state");
         let mut iter = lp.iter.take().expect("loop not re-entered");
         self.push_frame(sid, None, name, Kind::Step);
         let depth = self.st(sid).frames.len() - 1;
@@ -649,6 +653,9 @@ impl Flow {
         // to end: the common case stays inline.
         if f.wait.is_some() || f.extra.is_some() {
             self.end_frame(sched, &mut f, cancel);
+            if let Some(x) = f.extra.take() {
+                sched.recycle_extra(x);
+            }
         } else {
             // Every field is named (a new one must be looked at here): of
             // those that need dropping, only the handler can be set, so the
@@ -1022,7 +1029,15 @@ impl Flow {
         }
     }
 
-    pub(crate) fn extra_of(&mut self, sid: u32, depth: usize) -> &mut Extra {
-        self.st(sid).frames[depth].extra()
+    /// The `Extra` of frame `depth` of strand `sid`, from the loop's pool
+    /// on first use.
+    #[allow(clippy::vec_box)] // the pool moves boxes in and out whole
+    pub(crate) fn extra_of(
+        &mut self,
+        pool: &mut Vec<Box<Extra>>,
+        sid: u32,
+        depth: usize,
+    ) -> &mut Extra {
+        self.st(sid).frames[depth].extra_in(pool)
     }
 }

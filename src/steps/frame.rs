@@ -68,10 +68,39 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    pub(crate) fn extra(&mut self) -> &mut Extra {
-        self.extra.get_or_insert_with(Default::default)
+    /// This frame's `Extra`, taken from `pool` (the loop's recycled ones)
+    /// on first use.
+    #[inline]
+    #[allow(clippy::vec_box)] // the pool moves boxes in and out whole
+    pub(crate) fn extra_in(&mut self, pool: &mut Vec<Box<Extra>>) -> &mut Extra {
+        self.extra
+            .get_or_insert_with(|| pool.pop().unwrap_or_default())
     }
 }
+
+impl Extra {
+    /// Empties it for reuse, dropping what it holds in field order (as
+    /// dropping it would). A panicking `Drop` of a `stack()` value goes to
+    /// the caller; the values after it in the vector are still dropped.
+    pub(crate) fn reset(&mut self) {
+        self.cancel = None;
+        self.timer = None;
+        if self.stack.capacity() > STACK_KEEP {
+            self.stack = Vec::new();
+        } else {
+            self.stack.clear();
+        }
+        self.holds.clear();
+        self.io = None;
+        self.sources.clear();
+        self.lp = None;
+        self.par = None;
+        self.fut = None;
+    }
+}
+
+/// A recycled `Extra` keeps its `stack()` buffer up to this many slots.
+const STACK_KEEP: usize = 8;
 
 /// A sequential line of execution. Sub-steps of all its levels share one
 /// queue: each level's pending steps form a segment, stored reversed so the

@@ -232,7 +232,10 @@ impl<'a> Step<'a> {
 
     /// Gives this step a stake in a sync object (see `sync::Hold`).
     pub(crate) fn add_hold(&mut self, h: crate::sync::Hold) {
-        self.flow.extra_of(self.sid, self.depth).holds.push(h);
+        self.flow
+            .extra_of(&mut self.sched.extras, self.sid, self.depth)
+            .holds
+            .push(h);
     }
 
     /// True when this very step already has a stake in object `id` that is
@@ -429,7 +432,11 @@ impl<'a> Step<'a> {
         let t = self
             .sched
             .flow_timeout(timeout, self.flow.key, self.sid, seq);
-        let old = self.flow.extra_of(self.sid, self.depth).timer.replace(t);
+        let old = self
+            .flow
+            .extra_of(&mut self.sched.extras, self.sid, self.depth)
+            .timer
+            .replace(t);
         if let Some(old) = old {
             self.sched.cancel_task(old);
         }
@@ -442,7 +449,9 @@ impl<'a> Step<'a> {
         if !self.waiting_allowed("set_cancel() is not allowed in an error handler") {
             return;
         }
-        self.flow.extra_of(self.sid, self.depth).cancel = Some(Box::new(on_cancel));
+        self.flow
+            .extra_of(&mut self.sched.extras, self.sid, self.depth)
+            .cancel = Some(Box::new(on_cancel));
     }
 
     /// Marks this step as waiting for an external event (spec `waitExternal`)
@@ -510,7 +519,9 @@ impl<'a> Step<'a> {
     pub fn stack<T: 'static>(&mut self, value: T) -> StackRef<T> {
         let seq = self.flow.st(self.sid).frames[self.depth].seq;
         let flow = self.flow.key;
-        let x = self.flow.extra_of(self.sid, self.depth);
+        let x = self
+            .flow
+            .extra_of(&mut self.sched.extras, self.sid, self.depth);
         x.stack.push(Box::new(value));
         StackRef {
             flow,

@@ -4,6 +4,7 @@
 use crate::args::Args;
 use crate::error::Error;
 use crate::steps::flow::{Flow, Resume};
+use crate::steps::frame::Extra;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, FlowHandle, WaitToken};
 use crate::tool::shared::{Msg, OwnerGuard, Shared};
@@ -42,6 +43,10 @@ pub(crate) const BURST: u32 = 1024;
 /// to the peak number of flows alive at once (a server's connection count,
 /// a benchmark's batch), so steady load allocates no flow state at all.
 const FLOW_POOL_MAX: usize = 65_536;
+
+/// At most this many emptied `Extra`s are kept for reuse per loop (a few
+/// hundred bytes each).
+const EXTRA_POOL_MAX: usize = 1024;
 
 enum Task {
     User(Box<dyn FnOnce(&mut Scheduler)>),
@@ -128,6 +133,10 @@ pub struct Scheduler {
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Flow>>,
     peak_flows: usize,
+    /// Emptied `Extra`s of ended frames, ready for reuse (at most
+    /// `EXTRA_POOL_MAX`).
+    #[allow(clippy::vec_box)]
+    pub(crate) extras: Vec<Box<Extra>>,
     /// Closed wait tokens no handle refers to, ready for reuse.
     pub(crate) tokens: Vec<Arc<WaitToken>>,
     pub(crate) shared: Arc<Shared>,
@@ -158,6 +167,7 @@ impl Scheduler {
             flows: SlotMap::with_key(),
             pool: Vec::new(),
             peak_flows: 0,
+            extras: Vec::new(),
             tokens: Vec::new(),
             shared: Shared::new(),
             steps: 0,
@@ -350,6 +360,17 @@ impl Scheduler {
         FlowHandle {
             shared: self.shared.clone(),
             key,
+        }
+    }
+
+    /// Empties the `Extra` of an ended frame and keeps it for the next
+    /// frame that needs one. What it holds is dropped here (a panicking
+    /// `Drop` goes to the caller, like dropping the frame would).
+    #[inline]
+    pub(crate) fn recycle_extra(&mut self, mut x: Box<Extra>) {
+        if self.extras.len() < EXTRA_POOL_MAX {
+            x.reset();
+            self.extras.push(x);
         }
     }
 
