@@ -39,7 +39,16 @@ pub(crate) struct Timers<T: Ord> {
     len: usize,
     /// Entries in `slots` (so an empty ring is not scanned).
     in_slots: usize,
+    /// Buffers of slots drained into `due`, handed to the next slots that
+    /// fill, so a steady load does not grow each slot's vector from empty
+    /// again every millisecond.
+    spare: Vec<Vec<Entry<T>>>,
 }
+
+/// At most this many drained slot buffers are kept for reuse, each of at
+/// most `SPARE_CAP` entries (a burst gives bigger ones back).
+const SPARE: usize = 8;
+const SPARE_CAP: usize = 4096;
 
 /// One timer: ordered by time, then by insertion order.
 #[derive(PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -63,6 +72,7 @@ impl<T: Ord> Timers<T> {
             far: BinaryHeap::new(),
             len: 0,
             in_slots: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -88,7 +98,13 @@ impl<T: Ord> Timers<T> {
                 self.slots.resize_with(SLOTS, Vec::new);
             }
             let i = (t % SLOTS as u64) as usize;
-            self.slots[i].push(e);
+            let slot = &mut self.slots[i];
+            if slot.capacity() == 0 {
+                if let Some(v) = self.spare.pop() {
+                    *slot = v;
+                }
+            }
+            slot.push(e);
             self.in_slots += 1;
             self.occupied[i / 64] |= 1 << (i % 64);
         } else {
@@ -175,9 +191,12 @@ impl<T: Ord> Timers<T> {
             let i = (s % SLOTS as u64) as usize;
             self.occupied[i / 64] &= !(1 << (i % 64));
             self.cur = s;
-            let v = std::mem::take(&mut self.slots[i]);
+            let mut v = std::mem::take(&mut self.slots[i]);
             self.in_slots -= v.len();
-            self.due.extend(v.into_iter().map(Reverse));
+            self.due.extend(v.drain(..).map(Reverse));
+            if self.spare.len() < SPARE && v.capacity() <= SPARE_CAP {
+                self.spare.push(v);
+            }
             self.pull_far();
         }
         if t > self.cur {
