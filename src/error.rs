@@ -95,8 +95,18 @@ struct Inner {
 /// assert_eq!(e.info(), Some("no such user"));
 /// assert_eq!(e.to_string(), "NotFound: no such user");
 /// ```
-#[derive(Clone)]
 pub struct Error(Box<Inner>);
+
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        Error(self.0.clone())
+    }
+
+    /// Reuses this error's allocation.
+    fn clone_from(&mut self, src: &Self) {
+        (*self.0).clone_from(&src.0);
+    }
+}
 
 impl Error {
     /// An error with a code and no info.

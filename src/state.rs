@@ -44,12 +44,33 @@ impl<T: Any + Send + Clone> StateValue for T {
     }
 }
 
+/// A pooled flow keeps its emptied `Inner` (and these buffers up to
+/// `KEEP` entries), so the next flow on it records errors without
+/// allocating.
 #[derive(Default)]
 struct Inner {
     map: HashMap<Cow<'static, str>, Box<dyn StateValue>>,
-    error_info: Option<String>,
+    /// `error_info` when `has_info` (the buffer is kept for reuse).
+    info: String,
+    has_info: bool,
     last_exception: Option<Error>,
+    /// The previous flow's `last_exception`, its box reused by the next
+    /// `record_error`.
+    spare: Option<Error>,
     async_stack: Vec<&'static str>,
+}
+
+/// Buffers of a cleared `Inner` bigger than this are not kept.
+const KEEP: usize = 64;
+
+impl Inner {
+    fn set_info(&mut self, info: Option<&str>) {
+        self.info.clear();
+        if let Some(s) = info {
+            self.info.push_str(s);
+        }
+        self.has_info = info.is_some();
+    }
 }
 
 /// The state map of one flow, shared by all its steps and parallel branches.
@@ -66,22 +87,47 @@ impl State {
 
     /// Empties the state, dropping each value on its own, so a panicking
     /// `Drop` neither skips the others nor leaks the map; the first panic
-    /// is returned for the caller to raise.
+    /// is returned for the caller to raise. The allocation is kept for
+    /// the next flow (see `Inner`).
     #[inline]
     pub(crate) fn clear_catching(&mut self) -> Option<Box<dyn Any + Send>> {
         // Most flows never touch their state: no call for them.
-        let mut inner = self.0.take()?;
-        Self::drain_catching(&mut inner)
+        let inner = self.0.as_mut()?;
+        Self::drain_catching(inner)
     }
 
     fn drain_catching(inner: &mut Inner) -> Option<Box<dyn Any + Send>> {
+        inner.has_info = false;
+        if inner.info.capacity() > KEEP {
+            inner.info = String::new();
+        }
+        if let Some(e) = inner.last_exception.take() {
+            inner.spare = Some(e);
+        }
+        if inner.async_stack.capacity() > KEEP {
+            inner.async_stack = Vec::new();
+        } else {
+            inner.async_stack.clear();
+        }
         let mut first = None;
         for (_, v) in inner.map.drain() {
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(v))) {
                 first.get_or_insert(p);
             }
         }
+        if inner.map.capacity() > KEEP {
+            inner.map = HashMap::new();
+        }
         first
+    }
+
+    /// Takes `other` unless it is empty: an empty model state keeps this
+    /// (cleared) allocation for reuse.
+    #[inline]
+    pub(crate) fn adopt(&mut self, other: State) {
+        if other.0.is_some() {
+            *self = other;
+        }
     }
 
     fn inner(&mut self) -> &mut Inner {
@@ -129,7 +175,8 @@ impl State {
 
     /// `error_info`: the info of the last error raised, `None` when it had none.
     pub fn error_info(&self) -> Option<&str> {
-        self.0.as_ref()?.error_info.as_deref()
+        let i = self.0.as_ref()?;
+        i.has_info.then_some(i.info.as_str())
     }
 
     /// `last_exception`: the last error raised in this flow.
@@ -149,14 +196,22 @@ impl State {
     /// Sets `error_info` now (the C interface's `handle_error` makes it
     /// readable before the callback returns).
     pub(crate) fn set_error_info(&mut self, info: Option<&str>) {
-        self.inner().error_info = info.map(str::to_owned);
+        self.inner().set_info(info);
     }
 
-    pub(crate) fn record_error(&mut self, e: &Error, stack: Vec<&'static str>) {
+    /// Records `e` as the last error; `stack` fills `async_stack` (its
+    /// buffer is reused).
+    pub(crate) fn record_error(&mut self, e: &Error, stack: impl FnOnce(&mut Vec<&'static str>)) {
         let i = self.inner();
-        i.error_info = e.info().map(str::to_owned);
-        i.last_exception = Some(e.clone());
-        i.async_stack = stack;
+        i.set_info(e.info());
+        let mut last = i.last_exception.take().or_else(|| i.spare.take());
+        match &mut last {
+            Some(l) => l.clone_from(e),
+            None => last = Some(e.clone()),
+        }
+        i.last_exception = last;
+        i.async_stack.clear();
+        stack(&mut i.async_stack);
     }
 
     /// Copies the entries of `other` whose keys are not set here (spec `copyFrom`).
@@ -181,7 +236,7 @@ impl Clone for State {
             for (k, v) in &i.map {
                 me.map.insert(k.clone(), (**v).clone_box());
             }
-            me.error_info = i.error_info.clone();
+            me.set_info(i.has_info.then_some(i.info.as_str()));
             me.last_exception = i.last_exception.clone();
             me.async_stack = i.async_stack.clone();
         }
@@ -218,9 +273,9 @@ mod tests {
     #[test]
     fn record_error_resets_info() {
         let mut s = State::new();
-        s.record_error(&Error::with_info("A", "a"), vec!["f"]);
+        s.record_error(&Error::with_info("A", "a"), |v| v.push("f"));
         assert_eq!(s.error_info(), Some("a"));
-        s.record_error(&Error::new("B"), vec![]);
+        s.record_error(&Error::new("B"), |_| {});
         assert_eq!(s.error_info(), None);
         assert_eq!(s.last_exception().unwrap().code(), "B");
     }

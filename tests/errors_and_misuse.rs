@@ -165,6 +165,60 @@ fn last_exception_holds_the_last_error() {
     );
 }
 
+/// A finished flow's object (and its state's storage) is reused by the
+/// next flow on the loop: nothing of the first flow's error state and
+/// values may show through.
+#[test]
+fn a_reused_flow_starts_with_empty_error_state() {
+    let mut tool = TestTool::new();
+    let l = Log::default();
+    for round in 0..3 {
+        let mut root = AsyncSteps::new();
+        let (a, b) = (l.clone(), l.clone());
+        root.add(move |s, ()| {
+            let st = s.state();
+            a.push(format!(
+                "round {round} start: info={:?} last={:?} stack={} key={}",
+                st.error_info(),
+                st.last_exception().map(|e| e.code().to_owned()),
+                st.async_stack().len(),
+                st.contains("k"),
+            ));
+            st.set("k", round);
+            Ok(())
+        })
+        .add_catch(
+            move |s, ()| match round {
+                0 => s.error("First", "first info"),
+                _ => Err(Error::new("Later")),
+            },
+            move |s, e| {
+                let st = s.state();
+                b.push(format!(
+                    "round {round} handler: {e} info={:?} last={:?} stack={}",
+                    st.error_info(),
+                    st.last_exception().map(|e| e.code().to_owned()),
+                    st.async_stack().len(),
+                ));
+                s.success(())
+            },
+        );
+        let p = root.promise::<()>(&mut tool);
+        tool.block_on(p).unwrap();
+    }
+    assert_eq!(
+        l.get(),
+        [
+            "round 0 start: info=None last=None stack=0 key=false",
+            "round 0 handler: First: first info info=Some(\"first info\") last=Some(\"First\") stack=1",
+            "round 1 start: info=None last=None stack=0 key=false",
+            "round 1 handler: Later info=None last=Some(\"Later\") stack=1",
+            "round 2 start: info=None last=None stack=0 key=false",
+            "round 2 handler: Later info=None last=Some(\"Later\") stack=1",
+        ]
+    );
+}
+
 fn outer_step(s: &mut Step<'_>, _: ()) -> StepResult {
     s.add(middle_step);
     Ok(())

@@ -145,7 +145,7 @@ impl Flow {
             }
         }
         self.main.live = true;
-        self.state = state;
+        self.state.adopt(state);
         if let Some(d) = &done {
             d.bind(shared, key);
         }
@@ -856,29 +856,39 @@ impl Flow {
         Some(Act::Fail(Error::new(codes::TIMEOUT)))
     }
 
-    fn async_stack(&self, sid: u32) -> Vec<&'static str> {
-        let strand = |id: u32| self.st_get(id).expect("live strand");
-        let mut chain = vec![sid];
-        let mut cur = sid;
-        while let Some((p, _)) = strand(cur).parent() {
-            chain.push(p);
-            cur = p;
-        }
-        let mut out = Vec::new();
-        for (i, s) in chain.iter().rev().enumerate() {
-            let frames = &strand(*s).frames;
-            let upto = if i + 1 < chain.len() {
-                let (_, pseq) = strand(chain[chain.len() - 2 - i]).parent().expect("child");
-                frames
-                    .iter()
-                    .position(|f| f.seq == pseq)
-                    .map_or(frames.len(), |p| p + 1)
-            } else {
-                frames.len()
-            };
-            out.extend(frames[..upto].iter().map(|f| (f.name)()));
-        }
-        out
+    /// Records `err` in the state with the `async_stack` of strand `sid`:
+    /// the frame names from the root down through the parent strands.
+    fn record_error(&mut self, sid: u32, err: &Error) {
+        let Flow {
+            main, side, state, ..
+        } = self;
+        let strand = |id: u32| -> &Strand {
+            match id {
+                0 => main,
+                n => &side.as_ref().expect("branch strand").branches[n as usize - 1],
+            }
+        };
+        state.record_error(err, |out| {
+            let mut chain: smallvec::SmallVec<[u32; 4]> = smallvec::smallvec![sid];
+            let mut cur = sid;
+            while let Some((p, _)) = strand(cur).parent() {
+                chain.push(p);
+                cur = p;
+            }
+            for (i, s) in chain.iter().rev().enumerate() {
+                let frames = &strand(*s).frames;
+                let upto = if i + 1 < chain.len() {
+                    let (_, pseq) = strand(chain[chain.len() - 2 - i]).parent().expect("child");
+                    frames
+                        .iter()
+                        .position(|f| f.seq == pseq)
+                        .map_or(frames.len(), |p| p + 1)
+                } else {
+                    frames.len()
+                };
+                out.extend(frames[..upto].iter().map(|f| (f.name)()));
+            }
+        });
     }
 
     /// Error handling (spec 1.2): walk the levels down from the top frame
@@ -898,8 +908,7 @@ impl Flow {
         }
         sched.clear_args();
         if record {
-            let stack = self.async_stack(sid);
-            self.state.record_error(&err, stack);
+            self.record_error(sid, &err);
         }
         let mut origin = true;
         loop {
@@ -948,8 +957,7 @@ impl Flow {
                         }
                         e2 = e2.into_plain();
                     }
-                    let stack = self.async_stack(sid);
-                    self.state.record_error(&e2, stack);
+                    self.record_error(sid, &e2);
                     err = e2;
                 }
                 Ok(()) if out.added => {
