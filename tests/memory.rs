@@ -361,3 +361,43 @@ fn finished_flow_does_not_keep_its_large_queue() {
         "{kept} bytes still allocated after the only flow ended"
     );
 }
+
+/// A root flow waiting on its step's timeout (the shape of the 1M-timers
+/// benchmark): heap bytes per flow over a cold batch, including the
+/// loop's task and timer tables.
+#[test]
+fn memory_per_flow_waiting_on_a_timer() {
+    let _c = start_counting();
+    let mut tool = TestTool::new();
+    let before = snap();
+    for i in 0..FLOWS {
+        let mut root = AsyncSteps::new();
+        root.add_catch(
+            move |s, ()| {
+                s.set_timeout(std::time::Duration::from_millis(1 + (i % 100) as u64));
+                Ok(())
+            },
+            |s, _| s.success(()),
+        );
+        root.execute(&mut tool);
+    }
+    tool.run_all_ready();
+    let waiting = snap() - before;
+    let per = waiting.bytes / FLOWS as isize;
+    println!(
+        "flow waiting on a timer: {per} B/flow ({} allocs per 1000 flows); bound {TIMER_FLOW_BOUND}",
+        waiting.allocs / (FLOWS / 1000)
+    );
+    assert_eq!(tool.pending().flows, FLOWS);
+    tool.run_all();
+    assert_eq!(tool.pending().flows, 0);
+    assert!(
+        per <= TIMER_FLOW_BOUND as isize,
+        "{per} B per flow waiting on a timer (bound {TIMER_FLOW_BOUND})"
+    );
+}
+
+/// Upper bound for `memory_per_flow_waiting_on_a_timer`: the flow's own
+/// buffers, its step's small `Extra` (timer handle), the task slot and
+/// the timer entry, with the tables' doubling slack.
+const TIMER_FLOW_BOUND: usize = 512;

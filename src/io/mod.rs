@@ -153,7 +153,12 @@ impl Step<'_> {
         }
         let (sid, depth, flow) = (self.sid, self.depth, self.flow.key);
         let here = &self.flow.st(sid).frames[depth];
-        if here.extra.as_ref().is_some_and(|x| x.io.is_some()) {
+        if here
+            .extra
+            .as_ref()
+            .and_then(|x| x.rare_ref())
+            .is_some_and(|r| r.io.is_some())
+        {
             return Err(Error::internal(
                 "wait_io(): this step already waits for I/O",
             ));
@@ -169,7 +174,8 @@ impl Step<'_> {
             .find_frame(sid, source.seq)
             .and_then(|f| f.extra.as_deref_mut())
             .ok_or_else(ended)?;
-        let crate::steps::frame::Extra { stack, sources, .. } = owner;
+        let crate::steps::frame::Extra { stack, rare, .. } = owner;
+        let sources = &mut rare.get_or_insert_with(Default::default).sources;
         let src = stack
             .get_mut(source.idx as usize)
             .and_then(|b| (**b).downcast_mut::<S>())
@@ -207,7 +213,10 @@ impl Step<'_> {
                 .send(Msg::Call(Box::new(move |sched| sched.io_poke(key))));
         }
         self.out_mut().io_wait = true;
-        self.flow.extra_of(&mut self.sched.extras, sid, depth).io = Some(IoWait {
+        self.flow
+            .extra_of(&mut self.sched.extras, sid, depth)
+            .rare()
+            .io = Some(IoWait {
             key,
             strand: sid,
             seq,
@@ -279,7 +288,11 @@ impl Step<'_> {
         else {
             return Ok(());
         };
-        let crate::steps::frame::Extra { stack, sources, .. } = owner;
+        let crate::steps::frame::Extra { stack, rare, .. } = owner;
+        // No `Rare` part: nothing was ever registered from this frame.
+        let Some(sources) = rare.as_deref_mut().map(|r| &mut r.sources) else {
+            return Ok(());
+        };
         if let Some(pos) = sources.iter().position(|r| r.idx == source.idx) {
             if reactor.has_waiter(sources[pos].key) {
                 return Err(Error::internal(

@@ -106,8 +106,8 @@ impl Flow {
     pub(crate) fn take_holds(&mut self) -> Vec<crate::sync::Hold> {
         fn take(st: &mut Strand, out: &mut Vec<crate::sync::Hold>) {
             for f in &mut st.frames {
-                if let Some(x) = f.extra.as_mut() {
-                    out.extend(x.holds.drain(..));
+                if let Some(r) = f.extra.as_mut().and_then(|x| x.rare_mut()) {
+                    out.extend(r.holds.drain(..));
                 }
             }
         }
@@ -472,7 +472,7 @@ impl Flow {
                 }
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.extra_in(&mut sched.extras).par = Some(ParState {
+                f.extra_in(&mut sched.extras).rare().par = Some(ParState {
                     remaining: ids.len() as u32,
                     branches: ids,
                 });
@@ -481,7 +481,7 @@ impl Flow {
             Exec::Loop(b) => {
                 self.push_frame(sid, catch, name, Kind::Loop);
                 let (iter, label) = *b;
-                self.top(sid).extra_in(&mut sched.extras).lp = Some(LoopState {
+                self.top(sid).extra_in(&mut sched.extras).rare().lp = Some(LoopState {
                     iter: Some(iter),
                     label,
                 });
@@ -491,7 +491,7 @@ impl Flow {
                 self.push_frame(sid, catch, name, Kind::Await);
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.extra_in(&mut sched.extras).fut = Some((fut, None));
+                f.extra_in(&mut sched.extras).rare().fut = Some((fut, None));
                 self.poll_future(sched, sid)
             }
         }
@@ -506,7 +506,7 @@ impl Flow {
         let shared = sched.shared.clone();
         let f = self.top(sid);
         let seq = f.seq;
-        let (fut, wake) = f.extra.as_mut()?.fut.as_mut()?;
+        let (fut, wake) = f.extra.as_mut()?.rare_mut()?.fut.as_mut()?;
         let wake = wake.get_or_insert_with(|| FutureWake::new(shared, key, sid, seq));
         wake.rearm();
         let waker = Waker::from(wake.clone());
@@ -533,7 +533,8 @@ impl Flow {
         let lp = lf
             .extra
             .as_mut()
-            .and_then(|x| x.lp.as_mut())
+            .and_then(|x| x.rare_mut())
+            .and_then(|r| r.lp.as_mut())
             .expect("loop state");
         let mut iter = lp.iter.take().expect("loop not re-entered");
         self.push_frame(sid, None, name, Kind::Step);
@@ -563,7 +564,12 @@ impl Flow {
             }
         };
         let frames = &mut self.st(sid).frames;
-        if let Some(lp) = frames[depth - 1].extra.as_mut().and_then(|e| e.lp.as_mut()) {
+        if let Some(lp) = frames[depth - 1]
+            .extra
+            .as_mut()
+            .and_then(|e| e.rare_mut())
+            .and_then(|r| r.lp.as_mut())
+        {
             lp.iter = Some(iter);
         }
         match r {
@@ -695,12 +701,12 @@ impl Flow {
         if let Some(t) = x.timer.take() {
             sched.cancel_task(t);
         }
-        if let Some(io) = sched.io.as_mut() {
-            if let Some(w) = x.io.take() {
+        if let (Some(io), Some(rare)) = (sched.io.as_mut(), x.rare.as_deref_mut()) {
+            if let Some(w) = rare.io.take() {
                 io.end_wait(w.key, w.strand, w.seq);
             }
             // Sources this frame owns: deregister them while they live.
-            for r in std::mem::take(&mut x.sources) {
+            for r in std::mem::take(&mut rare.sources) {
                 match x.stack.get_mut(r.idx as usize) {
                     Some(v) => (r.deregister)(&mut **v, io, r.key),
                     None => io.forget(r.key),
@@ -708,7 +714,7 @@ impl Flow {
             }
         }
         if cancel {
-            if let Some(par) = x.par.take() {
+            if let Some(par) = x.rare_mut().and_then(|r| r.par.take()) {
                 for (b, g) in par.branches {
                     let st = self.st(b);
                     if st.live && st.gen == g {
@@ -718,7 +724,9 @@ impl Flow {
             }
             let x = f.extra.as_mut().expect("checked");
             // Cancelling an awaiting step drops its future (spec 1.13).
-            x.fut = None;
+            if let Some(r) = x.rare_mut() {
+                r.fut = None;
+            }
             if let Some(c) = x.cancel.take() {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(c)) {
                     // The flow cannot go on unwinding as if the external
@@ -798,7 +806,11 @@ impl Flow {
         sched.clear_args();
         let pst = self.st(psid);
         let pf = pst.frames.last_mut().filter(|f| f.seq == pseq)?;
-        let par = pf.extra.as_mut().and_then(|x| x.par.as_mut())?;
+        let par = pf
+            .extra
+            .as_mut()
+            .and_then(|x| x.rare_mut())
+            .and_then(|r| r.par.as_mut())?;
         match res {
             Ok(_) => {
                 par.remaining -= 1;
@@ -1002,7 +1014,8 @@ impl Flow {
                     Some(want) => {
                         f.extra
                             .as_ref()
-                            .and_then(|x| x.lp.as_ref())
+                            .and_then(|x| x.rare_ref())
+                            .and_then(|r| r.lp.as_ref())
                             .and_then(|lp| lp.label.as_deref())
                             == Some(want)
                     }

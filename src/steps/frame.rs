@@ -23,12 +23,21 @@ pub(crate) const WAIT: u8 = 1;
 /// The error handler of this frame has been taken (it never runs twice).
 pub(crate) const HANDLED: u8 = 2;
 
-/// Rarely used per-step data, allocated on first use.
+/// Per-step data most steps never need, allocated on first use (from the
+/// loop's pool). Kept small, so a step waiting on a timer or holding a
+/// `stack()` value costs little; the rest sits in `Rare`.
 #[derive(Default)]
 pub(crate) struct Extra {
     pub cancel: Option<Box<dyn FnOnce()>>,
     pub timer: Option<TaskHandle>,
     pub stack: Vec<Box<dyn Any>>,
+    /// Allocated on first use; kept with the `Extra` when it is recycled.
+    pub rare: Option<Box<Rare>>,
+}
+
+/// What only sync, I/O, loop, parallel and await steps need.
+#[derive(Default)]
+pub(crate) struct Rare {
     /// A `sync` step's stakes in sync objects (usually one; an `ISync`
     /// that takes several objects in one step gets one each). Released
     /// when the frame goes, however it goes.
@@ -79,6 +88,23 @@ impl Frame {
 }
 
 impl Extra {
+    /// The rarely used part, allocated on first use.
+    pub(crate) fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Default::default)
+    }
+
+    /// The rarely used part, if it was ever allocated.
+    #[inline]
+    pub(crate) fn rare_mut(&mut self) -> Option<&mut Rare> {
+        self.rare.as_deref_mut()
+    }
+
+    /// The rarely used part, if it was ever allocated.
+    #[inline]
+    pub(crate) fn rare_ref(&self) -> Option<&Rare> {
+        self.rare.as_deref()
+    }
+
     /// Empties it for reuse, dropping what it holds in field order (as
     /// dropping it would). A panicking `Drop` of a `stack()` value goes to
     /// the caller; the values after it in the vector are still dropped.
@@ -90,12 +116,14 @@ impl Extra {
         } else {
             self.stack.clear();
         }
-        self.holds.clear();
-        self.io = None;
-        self.sources.clear();
-        self.lp = None;
-        self.par = None;
-        self.fut = None;
+        if let Some(r) = self.rare.as_deref_mut() {
+            r.holds.clear();
+            r.io = None;
+            r.sources.clear();
+            r.lp = None;
+            r.par = None;
+            r.fut = None;
+        }
     }
 }
 

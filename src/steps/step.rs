@@ -208,7 +208,8 @@ impl<'a> Step<'a> {
             frames
                 .iter()
                 .filter_map(|f| f.extra.as_deref())
-                .flat_map(|x| x.holds.iter())
+                .filter_map(|x| x.rare_ref())
+                .flat_map(|r| r.holds.iter())
                 .filter(|h| h.id == id && h.is_held())
                 .count()
         }
@@ -234,6 +235,7 @@ impl<'a> Step<'a> {
     pub(crate) fn add_hold(&mut self, h: crate::sync::Hold) {
         self.flow
             .extra_of(&mut self.sched.extras, self.sid, self.depth)
+            .rare()
             .holds
             .push(h);
     }
@@ -245,7 +247,8 @@ impl<'a> Step<'a> {
             .st_get(self.sid)
             .and_then(|st| st.frames.get(self.depth))
             .and_then(|f| f.extra.as_deref())
-            .is_some_and(|x| x.holds.iter().any(|h| h.id == id && !h.is_held()))
+            .and_then(|x| x.rare_ref())
+            .is_some_and(|r| r.holds.iter().any(|h| h.id == id && !h.is_held()))
     }
 
     /// The stake in object `id` of the step that added this one (a sync
@@ -255,6 +258,7 @@ impl<'a> Step<'a> {
         self.flow.st(self.sid).frames[d]
             .extra
             .as_mut()?
+            .rare_mut()?
             .holds
             .iter_mut()
             .find(|h| h.id == id)
