@@ -135,7 +135,7 @@ impl Flow {
         if steps.spilled() && q.capacity() < steps.len() {
             // Adopt the model's heap buffer as the queue.
             steps.reverse();
-            *q = steps.into_vec();
+            *q = smallvec::SmallVec::from_vec(steps.into_vec());
         } else {
             // Reuse the pooled queue (exact room for a cold flow). Popping
             // the model's steps pushes them reversed, as the queue wants.
@@ -163,8 +163,12 @@ impl Flow {
             m.queue.clear();
         }
         // A pooled flow keeps small buffers only.
-        m.frames.shrink_to(8);
-        m.queue.shrink_to(16);
+        if m.frames.capacity() > 8 {
+            m.frames.shrink_to_fit();
+        }
+        if m.queue.capacity() > 16 {
+            m.queue.shrink_to_fit();
+        }
         m.parent = (0, 0);
         m.live = false;
         m.fresh = false;
@@ -422,10 +426,6 @@ impl Flow {
         self.seq = self.seq.checked_add(1).unwrap_or(1);
         let seq = self.seq;
         let st = self.st(sid);
-        if st.frames.capacity() == 0 {
-            // A flow waiting at level 0 keeps one frame: don't reserve four.
-            st.frames.reserve_exact(1);
-        }
         st.frames.push(Frame {
             seg: st.queue.len() as u32,
             seq,

@@ -6,6 +6,7 @@ use crate::error::Error;
 use crate::steps::def::{BoxFuture, CatchFn, LoopIter, NameFn, StepDef};
 use crate::steps::result::{FutureWake, WaitToken};
 use crate::tool::scheduler::TaskHandle;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -135,8 +136,10 @@ const STACK_KEEP: usize = 8;
 /// next step is popped from the end; deeper levels sit above shallower ones.
 #[derive(Default)]
 pub(crate) struct Strand {
-    pub frames: Vec<Frame>,
-    pub queue: Vec<StepDef>,
+    /// One frame and one queued step are stored inline, so a flow that
+    /// runs or waits at level 0 is one allocation (the flow object).
+    pub frames: SmallVec<[Frame; 1]>,
+    pub queue: SmallVec<[StepDef; 1]>,
     /// (parent strand, seq of the parallel frame waiting for this branch);
     /// seq 0 (never used by a frame) means "no parent": the main strand.
     pub parent: (u32, u32),

@@ -332,7 +332,7 @@ impl<'a> Step<'a> {
         Parallel::new(self, Some(def::once_catch(on_error)))
     }
 
-    pub(crate) fn queue_mut(&mut self) -> &mut Vec<StepDef> {
+    pub(crate) fn queue_mut(&mut self) -> &mut smallvec::SmallVec<[StepDef; 1]> {
         &mut self.flow.st(self.sid).queue
     }
 
