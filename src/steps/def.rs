@@ -84,7 +84,13 @@ where
     }
 }
 
-pub(crate) fn once<F, A>(f: F) -> Box<dyn ExecFn>
+/// A one-shot execute callback: in place when small (see `inline`).
+pub(crate) use crate::steps::inline::once;
+
+/// A clonable execute callback: in place when small (see `inline`).
+pub(crate) use crate::steps::inline::cloned;
+
+pub(crate) fn boxed_once<F, A>(f: F) -> Box<dyn ExecFn>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
@@ -92,7 +98,7 @@ where
     Box::new(Once(f, PhantomData))
 }
 
-pub(crate) fn cloned<F, A>(f: F) -> Box<dyn ExecFn>
+pub(crate) fn boxed_cloned<F, A>(f: F) -> Box<dyn ExecFn>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
@@ -123,7 +129,7 @@ pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Args, Error>>>>;
 
 /// What a queued step does.
 pub(crate) enum Exec {
-    Fn(Box<dyn ExecFn>),
+    Fn(crate::steps::inline::Callback),
     Parallel(Vec<StepDef>),
     Loop(Box<(LoopIter, Option<String>)>),
     Await(BoxFuture),

@@ -4,6 +4,7 @@
 pub(crate) mod def;
 pub(crate) mod flow;
 pub(crate) mod frame;
+pub(crate) mod inline;
 pub mod loops;
 pub mod model;
 pub mod parallel;

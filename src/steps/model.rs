@@ -259,6 +259,7 @@ impl AsyncSteps {
     /// Starts the flow on `tool` (spec `execute`); it runs from the loop's
     /// next turn. An error nobody handles goes to the loop's unhandled-error
     /// hook. The returned handle cancels it.
+    #[inline]
     pub fn execute(self, tool: &mut Scheduler) -> FlowHandle {
         tool.start(self, None)
     }

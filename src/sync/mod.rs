@@ -82,6 +82,14 @@ pub trait ISync: Send + Sync + 'static {
 
 /// The protected step of a [`sync`](crate::Step::sync) call, handed to
 /// [`ISync::sync`].
+///
+/// A section stays on its flow's thread (its closure need not be `Send`):
+///
+/// ```compile_fail
+/// use futoin_asyncsteps::{sync::Section, Args};
+/// fn send<T: Send>(_: T) {}
+/// send(Section::new(|_, _: Args| Ok(())));
+/// ```
 pub struct Section {
     def: StepDef,
 }

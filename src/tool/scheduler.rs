@@ -349,6 +349,7 @@ impl Scheduler {
     }
 
     /// Starts a flow on this loop; it runs from the next iteration on.
+    #[inline]
     pub(crate) fn start(&mut self, root: AsyncSteps, done: Option<Arc<Completion>>) -> FlowHandle {
         let mut flow = self.pool.pop().unwrap_or_default();
         let key = self.flows.insert(None);
