@@ -11,6 +11,17 @@
 //! stream is a normal result (an empty read); a reset, a broken pipe or any
 //! other socket error is `CommError` with the OS error in its info.
 //!
+//! A server accepts with [`accept`] and runs each connection as a root
+//! flow of its own. A flow never leaves its loop, so where that flow starts
+//! is where the connection is served: the server examples hand each
+//! accepted connection to the least busy loop
+//! ([`RuntimeHandle::execute_balanced`](crate::RuntimeHandle::execute_balanced)),
+//! and can instead open one `SO_REUSEPORT` listener per loop
+//! (`--reuseport`). The two measure the same; accept-and-spread is their
+//! default because it spreads by load however few the connections are
+//! (`docs/net.md` has the figures). A connection whose replies need no
+//! other steps is served fastest by [`serve_stream`]: one step per request.
+//!
 //! ```
 //! use futoin_asyncsteps::io::net;
 //! use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
