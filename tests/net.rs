@@ -413,3 +413,69 @@ fn serve_stream_echoes_many_round_trips_on_a_runtime() {
     drop(client);
     p.wait().unwrap();
 }
+
+#[test]
+fn a_read_after_a_short_read_waits_and_gets_what_came_meanwhile() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (client, conn) = pair();
+    let client = std::sync::Arc::new(std::sync::Mutex::new(client));
+    client.lock().unwrap().write_all(b"a").unwrap();
+    let writer = client.clone();
+    let root = conn_flow(conn, move |s, c| {
+        s.set_timeout(Duration::from_secs(10)); // a lost wake-up fails, not hangs
+                                                // Registers the socket (writable at once).
+        s.add(move |s, ()| s.wait_io(c, futoin_asyncsteps::io::Interest::WRITABLE));
+        // A short read: the helpers now know the socket is drained.
+        s.add(move |s, _: (futoin_asyncsteps::io::Ready,)| {
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        // Data arrives while no step waits and before any poll...
+        s.add(move |s, (first,): (Vec<u8>,)| {
+            assert_eq!(first, b"a");
+            writer.lock().unwrap().write_all(b"b").unwrap();
+            // ...and the next read (which waits first) still gets it.
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, b"b");
+    assert_clean(&tool);
+}
+
+#[test]
+fn request_response_with_read_some_and_write_all_many_times() {
+    let rt = Runtime::builder()
+        .loops(2)
+        .pin_threads(false)
+        .build()
+        .unwrap();
+    let (mut client, conn) = pair();
+    // Each read_some after the first short read waits before reading.
+    let root = conn_flow(conn, |s, c| {
+        s.loop_(move |s| {
+            net::read_some(s, c, 1024);
+            s.add(move |s, (data,): (Vec<u8>,)| {
+                if data.is_empty() {
+                    return s.break_loop();
+                }
+                net::write_all(s, c, data);
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = rt.spawn::<()>(root);
+    for i in 0..500u32 {
+        let msg = format!("request {i:03}");
+        client.write_all(msg.as_bytes()).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        client.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg.as_bytes());
+    }
+    drop(client);
+    p.wait().unwrap();
+}

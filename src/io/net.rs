@@ -7,7 +7,10 @@
 //! result is the helper's result, and the next step receives it. The
 //! sockets live on the flow's stack ([`Step::stack`]) and are named by
 //! their [`StackRef`]. They retry on `WouldBlock` (waiting for readiness)
-//! and on `Interrupted`, and continue partial reads and writes. End of
+//! and on `Interrupted`, and continue partial reads and writes. When the
+//! last operation on a socket found it drained (it would block, or a read
+//! came back short) and no event for it came since, they wait first
+//! instead of making a system call that would only block. End of
 //! stream is a normal result (an empty read); a reset, a broken pipe or any
 //! other socket error is `CommError` with the OS error in its info.
 //!
@@ -87,12 +90,26 @@ fn comm(what: &str, e: io::Error) -> Error {
     Error::with_info(codes::COMM_ERROR, format!("{what}: {e}"))
 }
 
+/// What one attempt of an operation did.
+enum Try<T> {
+    /// It is done.
+    Done(T),
+    /// It is done, and the source is drained in that direction (a read
+    /// came back short): the next attempt would block.
+    Drained(T),
+    /// It would block.
+    Blocked,
+}
+
 /// Makes one attempt in the calling step: on a value the step succeeds
-/// with `done(value)`; on `WouldBlock` (`Ok(None)`) `blocked` sets up the
-/// wait and the retries, given back `attempt` and `done`.
+/// with `done(value)`; when it would block, `blocked` sets up the wait and
+/// the retries, given back `attempt` and `done`. When the last operation
+/// on `src` found it drained and no event came since, it goes to
+/// `blocked` without trying (no system call that would only block).
 fn attempt_then<S, T, A, F, D>(
     s: &mut Step<'_>,
     src: StackRef<S>,
+    interest: Interest,
     mut attempt: F,
     done: D,
     blocked: impl FnOnce(&mut Step<'_>, F, D),
@@ -100,12 +117,21 @@ fn attempt_then<S, T, A, F, D>(
 where
     S: mio::event::Source + 'static,
     A: IntoArgs,
-    F: FnMut(&mut S) -> Result<Option<T>, Error>,
+    F: FnMut(&mut S) -> Result<Try<T>, Error>,
     D: FnOnce(T) -> A,
 {
+    if !s.io_worth_trying(src, interest) {
+        blocked(s, attempt, done);
+        return Ok(());
+    }
     match attempt(s.stack_get(src)?)? {
-        Some(v) => s.success(done(v)),
-        None => {
+        Try::Done(v) => s.success(done(v)),
+        Try::Drained(v) => {
+            s.io_drained(src, interest);
+            s.success(done(v))
+        }
+        Try::Blocked => {
+            s.io_drained(src, interest);
             blocked(s, attempt, done);
             Ok(())
         }
@@ -113,7 +139,7 @@ where
 }
 
 /// Runs `attempt` until it gives a value, waiting for `interest` on `src`
-/// whenever it says `WouldBlock` (`Ok(None)`); then the calling step
+/// whenever it would block; then the calling step
 /// succeeds with `done(value)`. One sub-step when the operation can be
 /// done at once; a loop of wait-and-retry steps only when it blocks.
 fn retry<S, T, A, F, D>(s: &mut Step<'_>, src: StackRef<S>, interest: Interest, attempt: F, done: D)
@@ -121,11 +147,11 @@ where
     S: mio::event::Source + 'static,
     T: 'static,
     A: IntoArgs + 'static,
-    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    F: FnMut(&mut S) -> Result<Try<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
     s.add(move |s, ()| {
-        attempt_then(s, src, attempt, done, |s, attempt, done| {
+        attempt_then(s, src, interest, attempt, done, |s, attempt, done| {
             let attempt = Rc::new(RefCell::new(attempt));
             let out: Rc<RefCell<Option<T>>> = Rc::default();
             let o = out.clone();
@@ -133,12 +159,21 @@ where
                 s.add(move |s, ()| s.wait_io(src, interest));
                 let (attempt, o) = (attempt.clone(), o.clone());
                 s.add(move |s, (_,): (Ready,)| {
-                    match (attempt.borrow_mut())(s.stack_get(src)?)? {
-                        Some(v) => {
+                    let got = (attempt.borrow_mut())(s.stack_get(src)?)?;
+                    match got {
+                        Try::Done(v) => {
                             *o.borrow_mut() = Some(v);
                             s.break_loop()
                         }
-                        None => Ok(()), // a spurious wake-up: wait again
+                        Try::Drained(v) => {
+                            s.io_drained(src, interest);
+                            *o.borrow_mut() = Some(v);
+                            s.break_loop()
+                        }
+                        Try::Blocked => {
+                            s.io_drained(src, interest);
+                            Ok(()) // a spurious wake-up: wait again
+                        }
                     }
                 });
                 Ok(())
@@ -166,7 +201,7 @@ fn retry_short<S, T, A, F, D>(
     S: mio::event::Source + 'static,
     T: 'static,
     A: IntoArgs + 'static,
-    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    F: FnMut(&mut S) -> Result<Try<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
     s.add(move |s, ()| attempt_or_wait(s, src, interest, attempt, done));
@@ -185,10 +220,10 @@ where
     S: mio::event::Source + 'static,
     T: 'static,
     A: IntoArgs + 'static,
-    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    F: FnMut(&mut S) -> Result<Try<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
-    attempt_then(s, src, attempt, done, |s, attempt, done| {
+    attempt_then(s, src, interest, attempt, done, |s, attempt, done| {
         s.add(move |s, ()| s.wait_io(src, interest));
         s.add(move |s, (_,): (Ready,)| attempt_or_wait(s, src, interest, attempt, done));
     })
@@ -209,8 +244,8 @@ pub fn accept(s: &mut Step<'_>, listener: StackRef<TcpListener>) {
         Interest::READABLE,
         |l| loop {
             match l.accept() {
-                Ok(v) => return Ok(Some(v)),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Ok(v) => return Ok(Try::Done(v)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 // A connection that died in the backlog: take the next.
                 Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
@@ -237,8 +272,13 @@ pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
                 }
                 loop {
                     match c.read(&mut buf[..max]) {
-                        Ok(n) => return Ok(Some(buf[..n].to_vec())),
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                        // A short read drained the socket (not on Windows,
+                        // where mio's readiness is emulated).
+                        Ok(n) if n > 0 && n < max && !cfg!(windows) => {
+                            return Ok(Try::Drained(buf[..n].to_vec()))
+                        }
+                        Ok(n) => return Ok(Try::Done(buf[..n].to_vec())),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                         Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                         Err(e) => return Err(comm("read", e)),
                     }
@@ -263,7 +303,7 @@ pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
             let b = buf.get_or_insert_with(|| vec![0u8; n]);
             loop {
                 if have == n {
-                    return Ok(Some(std::mem::take(b)));
+                    return Ok(Try::Done(std::mem::take(b)));
                 }
                 match c.read(&mut b[have..]) {
                     Ok(0) => {
@@ -273,7 +313,7 @@ pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
                         ))
                     }
                     Ok(k) => have += k,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Err(comm("read", e)),
                 }
@@ -293,7 +333,7 @@ pub fn write_all(s: &mut Step<'_>, conn: StackRef<TcpStream>, data: Vec<u8>) {
         Interest::WRITABLE,
         move |c| loop {
             if at == data.len() {
-                return Ok(Some(()));
+                return Ok(Try::Done(()));
             }
             match c.write(&data[at..]) {
                 Ok(0) => {
@@ -303,7 +343,7 @@ pub fn write_all(s: &mut Step<'_>, conn: StackRef<TcpStream>, data: Vec<u8>) {
                     ))
                 }
                 Ok(k) => at += k,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(comm("write", e)),
             }
