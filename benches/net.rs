@@ -4,15 +4,27 @@
 //! Run with `cargo bench --bench net`. Under `cargo test --benches` the
 //! echo case runs once at a tiny size and the HTTP case is skipped.
 //!
-//! - `echo`: 100 connections × 10,000 round trips of 64 bytes. Servers:
-//!   `examples/echo_server.rs`'s connection flow on a 2-loop runtime, and a
-//!   tokio echo server (`multi_thread`, 2 workers, a task per connection).
-//!   Client: one `current_thread` tokio runtime on its own thread driving
-//!   all connections. Ours and tokio alternate, 3 rounds each; medians.
+//! Every case runs three servers, alternating, 3 rounds each; medians:
+//! ours on a 2-loop runtime with one listener whose acceptor hands each
+//! connection to the least busy loop (`spread`), ours with one
+//! `SO_REUSEPORT` listener per loop (`reuseport`), and tokio
+//! (`multi_thread`, 2 workers, an accept loop spawning a task per
+//! connection).
+//!
+//! - `echo`: 100 connections × 10,000 round trips of 64 bytes, with
+//!   `examples/echo_server.rs`'s connection flow. Client: one
+//!   `current_thread` tokio runtime on its own thread driving all
+//!   connections.
 //! - `http`: `wrk -t1 -c100 -d5s` (keep-alive) against
-//!   `examples/http_server.rs`'s connection flow and against a tokio server
-//!   using the same request parser, alternating, 3 rounds each. Skipped
-//!   with a note when `wrk` is not installed (`apt-get install wrk`).
+//!   `examples/http_server.rs`'s connection flow and a tokio server using
+//!   the same request parser; then the same with `Connection: close` (a
+//!   new connection per request: the accept path). Skipped with a note
+//!   when `wrk` is not installed (`apt-get install wrk`).
+//!
+//! For profiling one server alone (`strace -c -f`, `valgrind
+//! --tool=callgrind`), `-- --serve <echo|http> <spread|reuseport|tokio>
+//! [ADDR]` serves until SIGINT or SIGTERM instead, on `ADDR`
+//! (127.0.0.1:7007 by default).
 
 mod common;
 #[path = "../examples/common/echo.rs"]
@@ -25,14 +37,15 @@ mod serve;
 mod tokio_peer;
 
 use common::{full_run, profiling, Stats};
-use futoin_asyncsteps::Runtime;
+use futoin_asyncsteps::{AsyncSteps, Runtime};
+use serve::Spread;
 use std::net::SocketAddr;
 use std::process::Command;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_peer::{tokio_echo, tokio_http, tokio_server};
+use tokio_peer::{tokio_echo, tokio_http, tokio_server_on};
 
 const MSG: usize = 64;
 
@@ -44,16 +57,75 @@ fn tokio_mt() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// Our servers: an acceptor on a 2-loop runtime handing each connection to
-/// `conn`. Returns the runtime (drop it to stop) and the address.
+/// Our servers: a 2-loop runtime serving each connection with the flow
+/// `serve_conn(conn)`, spread as `spread` says. Returns the runtime (drop
+/// it to stop) and the address.
 fn ours_server(
-    serve_conn: impl Fn(mio::net::TcpStream) -> futoin_asyncsteps::AsyncSteps + Clone + Send + 'static,
+    spread: Spread,
+    addr: SocketAddr,
+    serve_conn: impl Fn(mio::net::TcpStream) -> AsyncSteps + Clone + Send + 'static,
 ) -> (Runtime, SocketAddr) {
     let rt = Runtime::builder().loops(2).build().expect("runtime");
-    let l = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
-    let addr = l.local_addr().unwrap();
-    rt.execute(serve::acceptor(l, rt.handle(), serve_conn));
+    let (addr, _accepting) = serve::listen(&rt, addr, spread, serve_conn).expect("listen");
     (rt, addr)
+}
+
+/// A running server: its runtime (ours or tokio's); dropping it stops it.
+type Server = Box<dyn std::any::Any>;
+
+const SERVERS: [&str; 3] = ["spread", "reuseport", "tokio"];
+
+/// Starts the server `which` (one of [`SERVERS`]) of `case` ("echo" or
+/// "http") on `addr`.
+fn start(case: &str, which: &str, addr: SocketAddr) -> (Server, SocketAddr) {
+    let echo_conn = {
+        let served = Arc::new(AtomicU64::new(0));
+        move |c| echo::connection(c, served.clone())
+    };
+    match (case, which) {
+        ("echo", "tokio") => {
+            let (rt, a) = tokio_server_on(tokio_mt(), addr, tokio_echo);
+            (Box::new(rt) as Server, a)
+        }
+        ("http", "tokio") => {
+            let (rt, a) = tokio_server_on(tokio_mt(), addr, tokio_http);
+            (Box::new(rt) as Server, a)
+        }
+        (case, which) => {
+            let spread = match which {
+                "spread" => Spread::Accept,
+                "reuseport" => Spread::ReusePort,
+                _ => panic!("unknown server {which:?}: one of {SERVERS:?}"),
+            };
+            let (rt, a) = match case {
+                "echo" => ours_server(spread, addr, echo_conn),
+                "http" => ours_server(spread, addr, http::connection),
+                _ => panic!("unknown case {case:?}: echo or http"),
+            };
+            (Box::new(rt) as Server, a)
+        }
+    }
+}
+
+/// `--serve CASE SERVER [ADDR]`: serve until SIGINT or SIGTERM.
+fn serve_alone(args: &[String]) {
+    let case = args.first().map_or("echo", String::as_str);
+    let which = args.get(1).map_or("spread", String::as_str);
+    let addr = args
+        .get(2)
+        .map_or("127.0.0.1:7007", String::as_str)
+        .parse()
+        .expect("address");
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).expect("signal");
+    }
+    let (server, addr) = start(case, which, addr);
+    println!("{case} server ({which}) on {addr}; SIGINT to stop");
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
 }
 
 /// `conns` connections each doing `rounds` round trips of `MSG` bytes, all
@@ -95,82 +167,82 @@ fn client(addr: SocketAddr, conns: usize, rounds: usize) -> Duration {
     .expect("client thread")
 }
 
-/// Prints the medians (min-max) of ours and tokio, and their ratio.
-fn print_medians(ours: Vec<f64>, tokio: Vec<f64>) {
-    let (o, t) = (Stats::of(ours), Stats::of(tokio));
-    println!(
-        "  ours {:.0} ({:.0}-{:.0})   tokio {:.0} ({:.0}-{:.0})   ours/tokio {:.2}x",
-        o.median,
-        o.min,
-        o.max,
-        t.median,
-        t.min,
-        t.max,
-        o.median / t.median
-    );
-}
-
 /// Requests/s `wrk` reports against `addr`, or `None` without wrk.
-fn wrk(addr: SocketAddr, secs: u32) -> Option<f64> {
-    let out = Command::new("wrk")
-        .args([
-            "-t1",
-            "-c100",
-            &format!("-d{secs}s"),
-            &format!("http://{addr}/"),
-        ])
-        .output()
-        .ok()?;
+fn wrk(addr: SocketAddr, secs: u32, close: bool) -> Option<f64> {
+    let mut cmd = Command::new("wrk");
+    cmd.args([
+        "-t1",
+        "-c100",
+        &format!("-d{secs}s"),
+        &format!("http://{addr}/"),
+    ]);
+    if close {
+        cmd.args(["-H", "Connection: close"]);
+    }
+    let out = cmd.output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Runs `measure` on each of [`SERVERS`] of `case`, alternating, `runs`
+/// rounds; prints the medians. `None` from `measure` skips the case.
+fn compare(
+    case: &str,
+    title: &str,
+    runs: usize,
+    measure: impl Fn(SocketAddr) -> Option<f64>,
+) -> Option<()> {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let servers: Vec<_> = SERVERS.iter().map(|w| start(case, w, any)).collect();
+    let mut figures = vec![Vec::new(); SERVERS.len()];
+    for _ in 0..runs {
+        for (i, (_, addr)) in servers.iter().enumerate() {
+            figures[i].push(measure(*addr)?);
+        }
+    }
+    drop(servers);
+    println!("{title}, median of {runs} (min-max):");
+    let tokio = Stats::of(figures[SERVERS.len() - 1].clone()).median;
+    for (name, v) in SERVERS.iter().zip(figures) {
+        let st = Stats::of(v);
+        println!(
+            "  {name:>9} {:>9.0} ({:.0}-{:.0})   /tokio {:.2}x",
+            st.median,
+            st.min,
+            st.max,
+            st.median / tokio
+        );
+    }
+    Some(())
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--serve") {
+        return serve_alone(&args[i + 1..]);
+    }
     if profiling() {
         return;
     }
     let full = full_run();
     let (conns, rounds, runs) = if full { (100, 10_000, 3) } else { (10, 100, 1) };
-
-    let served = Arc::new(AtomicU64::new(0));
-    let (ours_rt, ours_addr) = ours_server(move |c| echo::connection(c, served.clone()));
-    let (tokio_rt, tokio_addr) = tokio_server(tokio_mt(), tokio_echo);
-    let (mut o, mut t) = (Vec::new(), Vec::new());
     let total = (conns * rounds) as f64;
-    for _ in 0..runs {
-        o.push(total / client(ours_addr, conns, rounds).as_secs_f64());
-        t.push(total / client(tokio_addr, conns, rounds).as_secs_f64());
-    }
-    drop(ours_rt);
-    drop(tokio_rt);
-    println!(
-        "echo, {conns} connections x {rounds} round trips of {MSG} B, median of {runs} \
-         (min-max), round trips/s:"
+    compare(
+        "echo",
+        &format!("echo, {conns} connections x {rounds} round trips of {MSG} B, round trips/s"),
+        runs,
+        |addr| Some(total / client(addr, conns, rounds).as_secs_f64()),
     );
-    print_medians(o, t);
-
     if !full {
         return;
     }
-    let (ours_rt, ours_addr) = ours_server(http::connection);
-    let (tokio_rt, tokio_addr) = tokio_server(tokio_mt(), tokio_http);
-    let (mut o, mut t) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        match (wrk(ours_addr, 5), wrk(tokio_addr, 5)) {
-            (Some(a), Some(b)) => {
-                o.push(a);
-                t.push(b);
-            }
-            _ => {
-                println!("http: skipped (wrk is not installed: apt-get install wrk)");
-                return;
-            }
+    for (close, what) in [(false, "keep-alive"), (true, "Connection: close")] {
+        let title = format!("http, wrk -t1 -c100 -d5s {what}, requests/s");
+        if compare("http", &title, runs, |addr| wrk(addr, 5, close)).is_none() {
+            println!("http: skipped (wrk is not installed: apt-get install wrk)");
+            return;
         }
     }
-    drop(ours_rt);
-    drop(tokio_rt);
-    println!("http, wrk -t1 -c100 -d5s keep-alive, median of {runs} (min-max), requests/s:");
-    print_medians(o, t);
 }

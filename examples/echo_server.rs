@@ -1,10 +1,12 @@
 //! A TCP echo server on all loops: each connection is a root flow of its
-//! own, placed on the least busy loop; it reads what arrives and writes it
-//! back until the client closes.
+//! own, placed on the least busy loop (or, with `--reuseport`, on the loop
+//! whose `SO_REUSEPORT` listener accepted it; see `docs/net.md`); it reads
+//! what arrives and writes it back until the client closes.
 //!
 //! ```sh
 //! cargo run --release --example echo_server            # 127.0.0.1:7007
 //! cargo run --release --example echo_server 0.0.0.0:9000
+//! cargo run --release --example echo_server -- --reuseport
 //! ```
 //!
 //! Ctrl-C (SIGINT) or SIGTERM stops it cleanly: a flow waiting on the
@@ -18,7 +20,7 @@ mod echo;
 mod serve;
 
 use futoin_asyncsteps::Runtime;
-use mio::net::TcpListener;
+use serve::Spread;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
@@ -27,28 +29,30 @@ use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: SocketAddr = std::env::args()
-        .nth(1)
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
         .unwrap_or_else(|| "127.0.0.1:7007".to_owned())
         .parse()?;
+    let spread = Spread::from_args();
     let rt = Runtime::new()?;
-    let listener = TcpListener::bind(addr)?;
-    println!(
-        "echo server on {} with {} loops; Ctrl-C to stop",
-        listener.local_addr()?,
-        rt.loops()
-    );
     let served = Arc::new(AtomicU64::new(0));
     let signals = Signals::new([SIGINT, SIGTERM])?;
     let stop = rt.spawn::<(i32,)>(serve::until_signal(signals));
     let served2 = served.clone();
-    let accepting = rt.spawn::<()>(serve::acceptor(listener, rt.handle(), move |conn| {
+    let (addr, accepting) = serve::listen(&rt, addr, spread, move |conn| {
         echo::connection(conn, served2.clone())
-    }));
+    })?;
+    println!(
+        "echo server on {addr} with {} loops ({spread:?}); Ctrl-C to stop",
+        rt.loops()
+    );
 
     let (sig,) = stop.wait()?;
     println!("signal {sig}: stopping");
-    accepting.cancel();
-    let _ = accepting.wait(); // Canceled
+    for a in accepting {
+        a.cancel();
+        let _ = a.wait(); // Canceled
+    }
     rt.shutdown(); // cancels open connections on their loops, joins the loops
     println!(
         "served {} connections to the end",

@@ -1,10 +1,13 @@
 //! A minimal HTTP/1.1 server on all loops: `GET /` answers a small body,
 //! anything else 404. Keep-alive and pipelining work: every complete
 //! request in the buffer is answered, in order, before reading more. Each
-//! connection is a root flow on the least busy loop.
+//! connection is a root flow on the least busy loop (or, with
+//! `--reuseport`, on the loop whose `SO_REUSEPORT` listener accepted it;
+//! see `docs/net.md`).
 //!
 //! ```sh
 //! cargo run --release --example http_server            # 127.0.0.1:8080
+//! cargo run --release --example http_server -- --reuseport
 //! curl -i http://127.0.0.1:8080/
 //! wrk -t2 -c100 -d10s http://127.0.0.1:8080/
 //! ```
@@ -22,29 +25,31 @@ mod http;
 mod serve;
 
 use futoin_asyncsteps::Runtime;
-use mio::net::TcpListener;
+use serve::Spread;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: SocketAddr = std::env::args()
-        .nth(1)
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned())
         .parse()?;
+    let spread = Spread::from_args();
     let rt = Runtime::new()?;
-    let listener = TcpListener::bind(addr)?;
+    let stop = rt.spawn::<(i32,)>(serve::until_signal(Signals::new([SIGINT, SIGTERM])?));
+    let (addr, accepting) = serve::listen(&rt, addr, spread, http::connection)?;
     println!(
-        "http server on http://{} with {} loops; Ctrl-C to stop",
-        listener.local_addr()?,
+        "http server on http://{addr} with {} loops ({spread:?}); Ctrl-C to stop",
         rt.loops()
     );
-    let stop = rt.spawn::<(i32,)>(serve::until_signal(Signals::new([SIGINT, SIGTERM])?));
-    let accepting = rt.spawn::<()>(serve::acceptor(listener, rt.handle(), http::connection));
     let (sig,) = stop.wait()?;
     println!("signal {sig}: stopping");
-    accepting.cancel();
-    let _ = accepting.wait();
+    for a in accepting {
+        a.cancel();
+        let _ = a.wait();
+    }
     rt.shutdown();
     Ok(())
 }

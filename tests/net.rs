@@ -1,8 +1,10 @@
 //! The TCP helpers (`io::net`) on real loopback sockets: partial reads
 //! from a slow client, a client that disconnects mid-request, a peer
 //! reset, end of stream, a large write over many writable events, a read
-//! timeout, cancel of a flow blocked in a read, connect failures, and many
-//! concurrent clients on a runtime. Registrations and flows count back to
+//! timeout, cancel of a flow blocked in a read, connect failures, many
+//! concurrent clients on a runtime, and `serve_stream` (requests split
+//! across reads, the peer closing, a reply larger than the socket buffer,
+//! a failing handler). Registrations and flows count back to
 //! zero.
 
 #[path = "common/tcp.rs"]
@@ -266,4 +268,214 @@ fn many_clients_served_by_flows_spread_over_the_loops() {
         })
         .collect();
     assert!(live.iter().all(|s| s.flows == 0), "{live:?}");
+}
+
+/// A `serve_stream` handler answering each line with its length; `quit`
+/// answers `bye` and closes.
+fn line_lengths(input: &mut Vec<u8>, output: &mut Vec<u8>) -> Result<net::Then, Error> {
+    while let Some(end) = input.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = input.drain(..=end).collect();
+        if line == b"quit\n" {
+            output.extend_from_slice(b"bye\n");
+            return Ok(net::Then::Close);
+        }
+        output.extend_from_slice(format!("{}\n", line.len() - 1).as_bytes());
+    }
+    Ok(net::Then::Read)
+}
+
+#[test]
+fn serve_stream_answers_requests_split_across_reads_then_closes() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    // max_read 3: a line takes several reads, some without a wait between.
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream(s, c, 3, line_lengths);
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let talker = std::thread::spawn(move || {
+        for part in [&b"hel"[..], b"lo\nfu", b"toin\n", b"quit\n"] {
+            client.write_all(part).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut reply = String::new();
+        client.read_to_string(&mut reply).unwrap(); // EOF: the flow closed it
+        reply
+    });
+    tool.block_on(p).unwrap();
+    // The socket closes when the flow ends (it drops with the stack).
+    assert_eq!(talker.join().unwrap(), "5\n6\nbye\n");
+    assert_clean(&tool);
+}
+
+#[test]
+fn serve_stream_writes_the_replies_then_ends_when_the_peer_closes() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream(s, c, 1024, line_lengths);
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client.write_all(b"ab\nabcd\nxyz").unwrap();
+    client.shutdown(std::net::Shutdown::Write).unwrap();
+    tool.block_on(p).unwrap();
+    let mut reply = String::new();
+    client.read_to_string(&mut reply).unwrap();
+    assert_eq!(reply, "2\n4\n", "the partial line is dropped");
+    assert_clean(&tool);
+}
+
+#[test]
+fn serve_stream_holds_a_large_reply_until_the_peer_reads_it() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    const LEN: usize = 8 << 20;
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream(s, c, 1024, |input, output| {
+            // One request: "big\n" asks for LEN bytes.
+            if input.ends_with(b"\n") {
+                input.clear();
+                output.extend((0..LEN).map(|i| (i % 251) as u8));
+            }
+            Ok(net::Then::Read)
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let reader = std::thread::spawn(move || {
+        client.write_all(b"big\n").unwrap();
+        let mut got = Vec::with_capacity(LEN);
+        let mut buf = [0u8; 65536];
+        while got.len() < LEN {
+            let n = client.read(&mut buf).unwrap();
+            assert!(n > 0, "early EOF at {}", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+        drop(client); // all read: the server sees EOF and ends
+        got
+    });
+    tool.block_on(p).unwrap();
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), LEN);
+    assert!(
+        got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
+        "the bytes arrived intact and in order"
+    );
+    assert_clean(&tool);
+}
+
+#[test]
+fn serve_stream_fails_with_the_handlers_error() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream(s, c, 1024, |input, _| {
+            Err(Error::with_info(
+                codes::INVALID_REQUEST,
+                format!("refused {} bytes", input.len()),
+            ))
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client.write_all(b"hello").unwrap();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INVALID_REQUEST);
+    assert_eq!(e.info(), Some("refused 5 bytes"));
+    assert_clean(&tool);
+}
+
+#[test]
+fn serve_stream_echoes_many_round_trips_on_a_runtime() {
+    let rt = Runtime::builder()
+        .loops(2)
+        .pin_threads(false)
+        .build()
+        .unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream(s, c, 16, |input, output| {
+            output.append(input);
+            Ok(net::Then::Read)
+        });
+        Ok(())
+    });
+    let p = rt.spawn::<()>(root);
+    for i in 0..1000u32 {
+        let msg = format!("round {i:04} of 1000, more than 16 bytes");
+        client.write_all(msg.as_bytes()).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        client.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg.as_bytes());
+    }
+    drop(client);
+    p.wait().unwrap();
+}
+
+#[test]
+fn a_read_after_a_short_read_waits_and_gets_what_came_meanwhile() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (client, conn) = pair();
+    let client = std::sync::Arc::new(std::sync::Mutex::new(client));
+    client.lock().unwrap().write_all(b"a").unwrap();
+    let writer = client.clone();
+    let root = conn_flow(conn, move |s, c| {
+        s.set_timeout(Duration::from_secs(10)); // a lost wake-up fails, not hangs
+                                                // Registers the socket (writable at once).
+        s.add(move |s, ()| s.wait_io(c, futoin_asyncsteps::io::Interest::WRITABLE));
+        // A short read: the helpers now know the socket is drained.
+        s.add(move |s, _: (futoin_asyncsteps::io::Ready,)| {
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        // Data arrives while no step waits and before any poll...
+        s.add(move |s, (first,): (Vec<u8>,)| {
+            assert_eq!(first, b"a");
+            writer.lock().unwrap().write_all(b"b").unwrap();
+            // ...and the next read (which waits first) still gets it.
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, b"b");
+    assert_clean(&tool);
+}
+
+#[test]
+fn request_response_with_read_some_and_write_all_many_times() {
+    let rt = Runtime::builder()
+        .loops(2)
+        .pin_threads(false)
+        .build()
+        .unwrap();
+    let (mut client, conn) = pair();
+    // Each read_some after the first short read waits before reading.
+    let root = conn_flow(conn, |s, c| {
+        s.loop_(move |s| {
+            net::read_some(s, c, 1024);
+            s.add(move |s, (data,): (Vec<u8>,)| {
+                if data.is_empty() {
+                    return s.break_loop();
+                }
+                net::write_all(s, c, data);
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = rt.spawn::<()>(root);
+    for i in 0..500u32 {
+        let msg = format!("request {i:03}");
+        client.write_all(msg.as_bytes()).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        client.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg.as_bytes());
+    }
+    drop(client);
+    p.wait().unwrap();
 }

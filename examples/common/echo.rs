@@ -1,29 +1,23 @@
 //! The connection flow of `examples/echo_server.rs`, shared with the
 //! network benchmark.
 
-use futoin_asyncsteps::io::net;
+use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::{AsyncSteps, TakeOnce};
 use mio::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// One connection: read some, write it back, until end of stream.
+/// One connection: read what arrives, write it back, until end of stream
+/// (one step per round trip: `serve_stream`).
 pub fn connection(conn: TcpStream, served: Arc<AtomicU64>) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
     root.add_catch(
         move |s, ()| {
             let c = s.stack(conn.take()?);
-            s.loop_(move |s| {
-                net::read_some(s, c, 16 * 1024);
-                s.add(move |s, (data,): (Vec<u8>,)| {
-                    if data.is_empty() {
-                        return s.break_loop(); // the client closed
-                    }
-                    net::write_all(s, c, data);
-                    Ok(())
-                });
-                Ok(())
+            net::serve_stream(s, c, 16 * 1024, |input, output| {
+                output.append(input);
+                Ok(Then::Read)
             });
             Ok(())
         },

@@ -1,11 +1,9 @@
 //! The HTTP/1.1 handling of `examples/http_server.rs`, shared with the
 //! network benchmark (whose tokio peer uses the same parser).
 
-use futoin_asyncsteps::io::net;
+use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::{AsyncSteps, TakeOnce};
 use mio::net::TcpStream;
-use std::cell::RefCell;
-use std::rc::Rc;
 
 const BODY: &[u8] = b"Hello from futoin-asyncsteps\n";
 const MAX_HEAD: usize = 64 * 1024;
@@ -107,34 +105,20 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// One connection: answer what is buffered, write it, read more.
+/// One connection: answer every complete request that has arrived, write
+/// the responses, read more (one step per request: `serve_stream`).
 pub fn connection(conn: TcpStream) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
     root.add_catch(
         move |s, ()| {
             let c = s.stack(conn.take()?);
-            let buf = Rc::new(RefCell::new(Vec::new()));
-            s.loop_(move |s| {
-                let mut out = Vec::new();
-                let close = answer(&mut buf.borrow_mut(), &mut out);
-                if !out.is_empty() {
-                    net::write_all(s, c, out);
-                }
-                if close {
-                    s.add(|s, ()| s.break_loop());
-                    return Ok(());
-                }
-                net::read_some(s, c, 16 * 1024);
-                let buf = buf.clone();
-                s.add(move |s, (data,): (Vec<u8>,)| {
-                    if data.is_empty() {
-                        return s.break_loop(); // the client closed
-                    }
-                    buf.borrow_mut().extend_from_slice(&data);
-                    Ok(())
-                });
-                Ok(())
+            net::serve_stream(s, c, 16 * 1024, |input, output| {
+                Ok(if answer(input, output) {
+                    Then::Close
+                } else {
+                    Then::Read
+                })
             });
             Ok(())
         },

@@ -1,12 +1,99 @@
 //! Shared by the server examples: accepting on a listener and handing
-//! each connection to a flow of its own, and stopping on a signal.
+//! each connection to a flow of its own (on the least busy loop, or with
+//! one `SO_REUSEPORT` listener per loop on that loop), and stopping on a
+//! signal. `docs/net.md` compares the two ways with numbers.
+
+#![allow(dead_code)] // each including crate uses a part of it
 
 use futoin_asyncsteps::io::{net, Interest, Ready};
-use futoin_asyncsteps::{AsyncSteps, RuntimeHandle, TakeOnce};
+use futoin_asyncsteps::{AsyncSteps, Promise, Runtime, RuntimeHandle, Step, TakeOnce};
 use mio::net::{TcpListener, TcpStream};
 use signal_hook::consts::SIGINT;
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
+
+/// How a server spreads its connections over the loops.
+///
+/// Both give the same throughput on the benchmarks (`cargo bench --bench
+/// net`, figures in `docs/net.md`); `Accept` is the default because it
+/// spreads by load whatever the number of connections (the kernel's
+/// `SO_REUSEPORT` hash put 4 connections all on one of two listeners in 5
+/// of 20 trials), behaves the same on every platform, and needs no socket
+/// option outside std and mio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// One listener; its acceptor flow hands each connection to a new
+    /// root flow on the loop with the fewest flows (the default).
+    Accept,
+    /// One `SO_REUSEPORT` listener per loop, each with an acceptor flow on
+    /// its loop; the kernel spreads the connections over the listeners
+    /// (by a hash of the addresses) and each connection's flow starts on
+    /// the loop that accepted it.
+    ReusePort,
+}
+
+impl Spread {
+    /// `--reuseport` among the command line arguments selects
+    /// [`Spread::ReusePort`].
+    pub fn from_args() -> Self {
+        if std::env::args().any(|a| a == "--reuseport") {
+            Spread::ReusePort
+        } else {
+            Spread::Accept
+        }
+    }
+}
+
+/// Listens on `addr` and serves every connection with the flow
+/// `serve(conn)` on `rt`, spread as `spread` says. Returns the bound
+/// address (useful with port 0) and the acceptor flows: cancel them to
+/// stop accepting.
+pub fn listen(
+    rt: &Runtime,
+    addr: SocketAddr,
+    spread: Spread,
+    serve: impl Fn(TcpStream) -> AsyncSteps + Clone + Send + 'static,
+) -> std::io::Result<(SocketAddr, Vec<Promise<()>>)> {
+    match spread {
+        Spread::Accept => {
+            let l = TcpListener::bind(addr)?;
+            let addr = l.local_addr()?;
+            Ok((addr, vec![rt.spawn(acceptor(l, rt.handle(), serve))]))
+        }
+        Spread::ReusePort => {
+            let first = reuseport_listener(addr)?;
+            let addr = first.local_addr()?; // the port, when `addr` had 0
+            let mut ls = vec![first];
+            for _ in 1..rt.loops() {
+                ls.push(reuseport_listener(addr)?);
+            }
+            let mut accepting = Vec::new();
+            for (i, l) in ls.into_iter().enumerate() {
+                let on = rt.loop_handle(i).expect("one listener per loop");
+                let serve = serve.clone();
+                accepting.push(on.promise(accept_loop(l, move |s, conn| {
+                    // Started here, on the accepting loop: no hand-over.
+                    serve(conn).execute(s.tool());
+                })));
+            }
+            Ok((addr, accepting))
+        }
+    }
+}
+
+/// A non-blocking listener on `addr` with `SO_REUSEPORT` (and
+/// `SO_REUSEADDR`) set before binding, so that several can share the
+/// address.
+pub fn reuseport_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(TcpListener::from_std(s.into()))
+}
 
 /// Accepts forever; each connection becomes the flow `serve(conn)` on the
 /// least busy loop. A failed accept (out of file descriptors, say) is
@@ -17,11 +104,20 @@ pub fn acceptor(
     rt: RuntimeHandle,
     serve: impl Fn(TcpStream) -> AsyncSteps + Clone + Send + 'static,
 ) -> AsyncSteps {
+    accept_loop(listener, move |_, conn| rt.execute_balanced(serve(conn)))
+}
+
+/// Accepts forever on `listener`, calling `start(step, conn)` for each
+/// connection (see [`acceptor`] for failed accepts).
+pub fn accept_loop(
+    listener: TcpListener,
+    start: impl Fn(&mut Step<'_>, TcpStream) + Clone + Send + 'static,
+) -> AsyncSteps {
     let listener = TakeOnce::new(listener);
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
         let l = s.stack(listener.take()?);
-        let (rt, serve) = (rt.clone(), serve.clone());
+        let start = start.clone();
         s.loop_(move |s| {
             s.add_catch(
                 move |s, ()| {
@@ -47,9 +143,9 @@ pub fn acceptor(
                     Ok(())
                 },
             );
-            let (rt, serve) = (rt.clone(), serve.clone());
-            s.add(move |_, (conn, _peer): (TcpStream, SocketAddr)| {
-                rt.execute_balanced(serve(conn));
+            let start = start.clone();
+            s.add(move |s, (conn, _peer): (TcpStream, SocketAddr)| {
+                start(s, conn);
                 Ok(())
             });
             Ok(())
@@ -73,7 +169,6 @@ pub fn end_quietly_on_comm_error(
 }
 
 /// Completes with the number of the first of `signals` to arrive.
-#[allow(dead_code)] // the benchmark includes this file without it
 pub fn until_signal(signals: Signals) -> AsyncSteps {
     let signals = TakeOnce::new(signals);
     let mut root = AsyncSteps::new();

@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// A tokio server on `rt`: an accept loop spawning a task running
 /// `serve_conn` per connection. Returns the runtime (drop it to stop) and
 /// the address.
+#[allow(dead_code)] // benches/net.rs names the address: tokio_server_on
 pub fn tokio_server<F, Fut>(
     rt: tokio::runtime::Runtime,
     serve_conn: F,
@@ -19,8 +20,21 @@ where
     F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    tokio_server_on(rt, "127.0.0.1:0".parse().expect("address"), serve_conn)
+}
+
+/// [`tokio_server`] on `addr`.
+pub fn tokio_server_on<F, Fut>(
+    rt: tokio::runtime::Runtime,
+    addr: SocketAddr,
+    serve_conn: F,
+) -> (tokio::runtime::Runtime, SocketAddr)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let l = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .block_on(tokio::net::TcpListener::bind(addr))
         .expect("bind");
     let addr = l.local_addr().expect("address");
     rt.spawn(async move {

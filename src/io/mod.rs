@@ -309,6 +309,59 @@ impl Step<'_> {
     }
 }
 
+impl Step<'_> {
+    /// The reactor key of `source`, once a wait has registered it.
+    fn io_key_of<S: 'static>(&mut self, source: StackRef<S>) -> Option<IoKey> {
+        if source.flow != self.flow.key {
+            return None;
+        }
+        let owner = self
+            .flow
+            .find_frame(self.sid, source.seq)?
+            .extra
+            .as_deref()?
+            .rare_ref()?;
+        owner
+            .sources
+            .iter()
+            .find(|r| r.idx == source.idx)
+            .map(|r| r.key)
+    }
+
+    /// False when an operation for `interest` on `source` would block
+    /// (see [`Reactor::worth_trying`]); true when nothing is known.
+    pub(crate) fn io_worth_trying<S: 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+    ) -> bool {
+        if self.sched.io.is_none() {
+            return true;
+        }
+        match self.io_key_of(source) {
+            Some(k) => self
+                .sched
+                .io
+                .as_ref()
+                .map_or(true, |r| r.worth_trying(k, interest)),
+            None => true,
+        }
+    }
+
+    /// An operation for `interest` on `source` found it drained (see
+    /// [`Reactor::drained`]); a no-op for a source never waited on.
+    pub(crate) fn io_drained<S: 'static>(&mut self, source: StackRef<S>, interest: Interest) {
+        if self.sched.io.is_none() {
+            return;
+        }
+        if let Some(k) = self.io_key_of(source) {
+            if let Some(r) = self.sched.io.as_mut() {
+                r.drained(k, interest);
+            }
+        }
+    }
+}
+
 /// The result args of an I/O wait.
 pub(crate) fn ready_args(r: Ready) -> crate::args::Args {
     (r,).into_args()

@@ -1,13 +1,29 @@
 //! TCP helpers written as steps on top of [`Step::wait_io`]: accept, read
-//! some bytes, read exactly `n`, write all, connect with a timeout.
+//! some bytes, read exactly `n`, write all, connect with a timeout, and
+//! serve a request/response stream in one step per request
+//! ([`serve_stream`]).
 //!
 //! Each helper adds sub-steps to the calling step, so the calling step's
 //! result is the helper's result, and the next step receives it. The
 //! sockets live on the flow's stack ([`Step::stack`]) and are named by
 //! their [`StackRef`]. They retry on `WouldBlock` (waiting for readiness)
-//! and on `Interrupted`, and continue partial reads and writes. End of
+//! and on `Interrupted`, and continue partial reads and writes. When the
+//! last operation on a socket found it drained (it would block, or a read
+//! came back short) and no event for it came since, they wait first
+//! instead of making a system call that would only block. End of
 //! stream is a normal result (an empty read); a reset, a broken pipe or any
 //! other socket error is `CommError` with the OS error in its info.
+//!
+//! A server accepts with [`accept`] and runs each connection as a root
+//! flow of its own. A flow never leaves its loop, so where that flow starts
+//! is where the connection is served: the server examples hand each
+//! accepted connection to the least busy loop
+//! ([`RuntimeHandle::execute_balanced`](crate::RuntimeHandle::execute_balanced)),
+//! and can instead open one `SO_REUSEPORT` listener per loop
+//! (`--reuseport`). The two measure the same; accept-and-spread is their
+//! default because it spreads by load however few the connections are
+//! (`docs/net.md` has the figures). A connection whose replies need no
+//! other steps is served fastest by [`serve_stream`]: one step per request.
 //!
 //! ```
 //! use futoin_asyncsteps::io::net;
@@ -74,12 +90,26 @@ fn comm(what: &str, e: io::Error) -> Error {
     Error::with_info(codes::COMM_ERROR, format!("{what}: {e}"))
 }
 
+/// What one attempt of an operation did.
+enum Try<T> {
+    /// It is done.
+    Done(T),
+    /// It is done, and the source is drained in that direction (a read
+    /// came back short): the next attempt would block.
+    Drained(T),
+    /// It would block.
+    Blocked,
+}
+
 /// Makes one attempt in the calling step: on a value the step succeeds
-/// with `done(value)`; on `WouldBlock` (`Ok(None)`) `blocked` sets up the
-/// wait and the retries, given back `attempt` and `done`.
+/// with `done(value)`; when it would block, `blocked` sets up the wait and
+/// the retries, given back `attempt` and `done`. When the last operation
+/// on `src` found it drained and no event came since, it goes to
+/// `blocked` without trying (no system call that would only block).
 fn attempt_then<S, T, A, F, D>(
     s: &mut Step<'_>,
     src: StackRef<S>,
+    interest: Interest,
     mut attempt: F,
     done: D,
     blocked: impl FnOnce(&mut Step<'_>, F, D),
@@ -87,12 +117,21 @@ fn attempt_then<S, T, A, F, D>(
 where
     S: mio::event::Source + 'static,
     A: IntoArgs,
-    F: FnMut(&mut S) -> Result<Option<T>, Error>,
+    F: FnMut(&mut S) -> Result<Try<T>, Error>,
     D: FnOnce(T) -> A,
 {
+    if !s.io_worth_trying(src, interest) {
+        blocked(s, attempt, done);
+        return Ok(());
+    }
     match attempt(s.stack_get(src)?)? {
-        Some(v) => s.success(done(v)),
-        None => {
+        Try::Done(v) => s.success(done(v)),
+        Try::Drained(v) => {
+            s.io_drained(src, interest);
+            s.success(done(v))
+        }
+        Try::Blocked => {
+            s.io_drained(src, interest);
             blocked(s, attempt, done);
             Ok(())
         }
@@ -100,7 +139,7 @@ where
 }
 
 /// Runs `attempt` until it gives a value, waiting for `interest` on `src`
-/// whenever it says `WouldBlock` (`Ok(None)`); then the calling step
+/// whenever it would block; then the calling step
 /// succeeds with `done(value)`. One sub-step when the operation can be
 /// done at once; a loop of wait-and-retry steps only when it blocks.
 fn retry<S, T, A, F, D>(s: &mut Step<'_>, src: StackRef<S>, interest: Interest, attempt: F, done: D)
@@ -108,11 +147,11 @@ where
     S: mio::event::Source + 'static,
     T: 'static,
     A: IntoArgs + 'static,
-    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    F: FnMut(&mut S) -> Result<Try<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
     s.add(move |s, ()| {
-        attempt_then(s, src, attempt, done, |s, attempt, done| {
+        attempt_then(s, src, interest, attempt, done, |s, attempt, done| {
             let attempt = Rc::new(RefCell::new(attempt));
             let out: Rc<RefCell<Option<T>>> = Rc::default();
             let o = out.clone();
@@ -120,12 +159,21 @@ where
                 s.add(move |s, ()| s.wait_io(src, interest));
                 let (attempt, o) = (attempt.clone(), o.clone());
                 s.add(move |s, (_,): (Ready,)| {
-                    match (attempt.borrow_mut())(s.stack_get(src)?)? {
-                        Some(v) => {
+                    let got = (attempt.borrow_mut())(s.stack_get(src)?)?;
+                    match got {
+                        Try::Done(v) => {
                             *o.borrow_mut() = Some(v);
                             s.break_loop()
                         }
-                        None => Ok(()), // a spurious wake-up: wait again
+                        Try::Drained(v) => {
+                            s.io_drained(src, interest);
+                            *o.borrow_mut() = Some(v);
+                            s.break_loop()
+                        }
+                        Try::Blocked => {
+                            s.io_drained(src, interest);
+                            Ok(()) // a spurious wake-up: wait again
+                        }
                     }
                 });
                 Ok(())
@@ -153,7 +201,7 @@ fn retry_short<S, T, A, F, D>(
     S: mio::event::Source + 'static,
     T: 'static,
     A: IntoArgs + 'static,
-    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    F: FnMut(&mut S) -> Result<Try<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
     s.add(move |s, ()| attempt_or_wait(s, src, interest, attempt, done));
@@ -172,10 +220,10 @@ where
     S: mio::event::Source + 'static,
     T: 'static,
     A: IntoArgs + 'static,
-    F: FnMut(&mut S) -> Result<Option<T>, Error> + 'static,
+    F: FnMut(&mut S) -> Result<Try<T>, Error> + 'static,
     D: FnOnce(T) -> A + 'static,
 {
-    attempt_then(s, src, attempt, done, |s, attempt, done| {
+    attempt_then(s, src, interest, attempt, done, |s, attempt, done| {
         s.add(move |s, ()| s.wait_io(src, interest));
         s.add(move |s, (_,): (Ready,)| attempt_or_wait(s, src, interest, attempt, done));
     })
@@ -196,8 +244,8 @@ pub fn accept(s: &mut Step<'_>, listener: StackRef<TcpListener>) {
         Interest::READABLE,
         |l| loop {
             match l.accept() {
-                Ok(v) => return Ok(Some(v)),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Ok(v) => return Ok(Try::Done(v)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 // A connection that died in the backlog: take the next.
                 Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
@@ -224,8 +272,13 @@ pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
                 }
                 loop {
                     match c.read(&mut buf[..max]) {
-                        Ok(n) => return Ok(Some(buf[..n].to_vec())),
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                        // A short read drained the socket (not on Windows,
+                        // where mio's readiness is emulated).
+                        Ok(n) if n > 0 && n < max && !cfg!(windows) => {
+                            return Ok(Try::Drained(buf[..n].to_vec()))
+                        }
+                        Ok(n) => return Ok(Try::Done(buf[..n].to_vec())),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                         Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                         Err(e) => return Err(comm("read", e)),
                     }
@@ -250,7 +303,7 @@ pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
             let b = buf.get_or_insert_with(|| vec![0u8; n]);
             loop {
                 if have == n {
-                    return Ok(Some(std::mem::take(b)));
+                    return Ok(Try::Done(std::mem::take(b)));
                 }
                 match c.read(&mut b[have..]) {
                     Ok(0) => {
@@ -260,7 +313,7 @@ pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
                         ))
                     }
                     Ok(k) => have += k,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Err(comm("read", e)),
                 }
@@ -280,7 +333,7 @@ pub fn write_all(s: &mut Step<'_>, conn: StackRef<TcpStream>, data: Vec<u8>) {
         Interest::WRITABLE,
         move |c| loop {
             if at == data.len() {
-                return Ok(Some(()));
+                return Ok(Try::Done(()));
             }
             match c.write(&data[at..]) {
                 Ok(0) => {
@@ -290,13 +343,202 @@ pub fn write_all(s: &mut Step<'_>, conn: StackRef<TcpStream>, data: Vec<u8>) {
                     ))
                 }
                 Ok(k) => at += k,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(comm("write", e)),
             }
         },
         |()| (),
     );
+}
+
+/// What the handler of [`serve_stream`] asks for after each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Then {
+    /// Write the output, then read more.
+    Read,
+    /// Write the output, then end: the calling step succeeds (the stream
+    /// stays open on the stack until the step that owns it ends).
+    Close,
+}
+
+/// What one attempt to write out the pending output did.
+enum Flush {
+    /// All of it is written.
+    Done,
+    /// The socket is full: wait until it is writable.
+    Blocked,
+}
+
+/// Writes `out[*at..]`, advancing `at`; clears `out` when all is written.
+fn flush(c: &mut TcpStream, out: &mut Vec<u8>, at: &mut usize) -> Result<Flush, Error> {
+    while *at < out.len() {
+        match c.write(&out[*at..]) {
+            Ok(0) => {
+                return Err(Error::with_info(
+                    codes::COMM_ERROR,
+                    "write: the socket accepts no more data",
+                ))
+            }
+            Ok(k) => *at += k,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Flush::Blocked),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(comm("write", e)),
+        }
+    }
+    out.clear();
+    *at = 0;
+    Ok(Flush::Done)
+}
+
+/// What the reads of one turn of [`serve_stream`] found.
+#[derive(Default)]
+struct Got {
+    /// New data came.
+    data: bool,
+    /// The last read filled the buffer: more may be there.
+    full: bool,
+    /// The peer closed its writing half (after any data of this turn).
+    eof: bool,
+}
+
+/// Full reads [`serve_stream`] makes before it answers and lets other
+/// flows run.
+const READS_PER_TURN: usize = 16;
+
+/// Serves a request/response byte stream on `conn` until the peer closes
+/// it or `handler` says [`Then::Close`]: a loop that reads what arrives
+/// into an input buffer (`max_read` bytes a read, capped at 1 MiB; reading
+/// on until the socket is drained, or 16 reads were full), calls
+/// `handler(&mut input, &mut output)`, which removes what it has handled
+/// from the input and appends its replies to the output, and writes the
+/// output at once, in one write when the socket takes it. The calling step's result is no
+/// args; socket errors are `CommError`, an error from `handler` fails the
+/// step as it is.
+///
+/// This is the fast way to run a connection whose replies are computed
+/// without waiting (an echo, a protocol parser answering from memory):
+/// a request that arrives and is answered costs one engine step and its
+/// wait, where [`read_some`] followed by [`write_all`] costs about six.
+/// A read shorter than asked means the socket is drained, so the loop
+/// waits for the next readable event without another read; output that
+/// the socket does not take at once is written when it becomes writable,
+/// and nothing more is read meanwhile (a peer that does not read its
+/// replies is not buffered for without bound). The handler is called only
+/// after new data arrived; it owns the input buffer's growth: a protocol
+/// whose message is not complete yet leaves the bytes there and should
+/// refuse (say, close) a message that grows too large. When the peer
+/// closes, the output of the data before the close is still written,
+/// then the step succeeds; bytes the handler left in the input are
+/// dropped. For replies that need other steps (a database call, a timer),
+/// use [`read_some`] and [`write_all`] instead.
+///
+/// ```
+/// use futoin_asyncsteps::io::net::{self, Then};
+/// use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
+/// use std::io::{Read, Write};
+///
+/// let mut tool = AsyncTool::new()?;
+/// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = std::net::TcpStream::connect(l.local_addr()?)?;
+/// let (server, _) = l.accept()?;
+/// server.set_nonblocking(true)?;
+/// let server = TakeOnce::new(mio::net::TcpStream::from_std(server));
+///
+/// // Answers each line with its length; "quit" closes.
+/// let mut root = AsyncSteps::new();
+/// root.add(move |s, ()| {
+///     let c = s.stack(server.take()?);
+///     net::serve_stream(s, c, 4096, |input, output| {
+///         while let Some(end) = input.iter().position(|&b| b == b'\n') {
+///             let line: Vec<u8> = input.drain(..=end).collect();
+///             if line == b"quit\n" {
+///                 output.extend_from_slice(b"bye\n");
+///                 return Ok(Then::Close);
+///             }
+///             output.extend_from_slice(format!("{}\n", line.len() - 1).as_bytes());
+///         }
+///         Ok(Then::Read)
+///     });
+///     Ok(())
+/// });
+/// let done = root.promise::<()>(&mut tool);
+/// client.write_all(b"hello\nfutoin\nquit\n")?;
+/// tool.block_on(done)?;
+/// let mut reply = String::new();
+/// client.read_to_string(&mut reply)?; // the server's socket closed with its flow
+/// assert_eq!(reply, "5\n6\nbye\n");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn serve_stream<H>(s: &mut Step<'_>, conn: StackRef<TcpStream>, max_read: usize, handler: H)
+where
+    H: FnMut(&mut Vec<u8>, &mut Vec<u8>) -> Result<Then, Error> + 'static,
+{
+    let max = max_read.clamp(1, 1 << 20);
+    let mut handler = handler;
+    let (mut input, mut output, mut at) = (Vec::new(), Vec::new(), 0usize);
+    let mut ending = false;
+    s.loop_(move |s| {
+        let c = s.stack_get(conn)?;
+        if !output.is_empty() {
+            if let Flush::Blocked = flush(c, &mut output, &mut at)? {
+                return s.wait_io(conn, Interest::WRITABLE);
+            }
+        }
+        if ending {
+            return s.break_loop();
+        }
+        // Read until the socket is drained (a short read), so that a
+        // request that came in several reads is answered in one write.
+        let got = SCRATCH.with_borrow_mut(|buf| {
+            if buf.len() < max {
+                buf.resize(max, 0);
+            }
+            let mut got = Got::default();
+            for _ in 0..READS_PER_TURN {
+                match c.read(&mut buf[..max]) {
+                    Ok(0) => {
+                        got.eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        input.extend_from_slice(&buf[..n]);
+                        got.data = true;
+                        got.full = n == max;
+                        if !got.full {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        got.full = false;
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(comm("read", e)),
+                }
+            }
+            Ok(got)
+        })?;
+        if got.data && handler(&mut input, &mut output)? == Then::Close {
+            ending = true;
+        }
+        if got.eof {
+            ending = true;
+        }
+        if !output.is_empty() {
+            if let Flush::Blocked = flush(c, &mut output, &mut at)? {
+                return s.wait_io(conn, Interest::WRITABLE);
+            }
+        }
+        if ending {
+            s.break_loop()
+        } else if got.full {
+            Ok(()) // more may be there: the next iteration reads again
+        } else {
+            s.wait_io(conn, Interest::READABLE)
+        }
+    });
 }
 
 /// A connection in progress, kept on the stack while it is waited for.

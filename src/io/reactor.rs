@@ -6,7 +6,10 @@
 //! one token, edge-triggered) until the step that owns it on the stack
 //! ends; then it is deregistered. Waiting again costs no syscall. An event
 //! that arrives while no step waits is kept and completes the next wait at
-//! once, so an edge is never lost between two waits.
+//! once, so an edge is never lost between two waits. The `io::net` helpers
+//! also record when an operation found a source drained (it would block,
+//! or a read came back short), and wait first, without a system call,
+//! until an event says it is worth trying again.
 
 use super::Ready;
 use crate::tool::scheduler::{FlowKey, IoKey};
@@ -21,6 +24,11 @@ struct Reg {
     waiter: Option<(u32, u32, mio::Interest)>,
     /// Readiness seen while no step waited for it.
     pending: Ready,
+    /// The last read (write) found nothing to read (no room to write) and
+    /// no readable (writable) event came since: the next attempt in that
+    /// direction would block, so the helpers wait first.
+    drained_read: bool,
+    drained_write: bool,
 }
 
 /// The registry and the registered sources of one loop.
@@ -110,6 +118,8 @@ impl Reactor {
             interest,
             waiter: None,
             pending: Ready::default(),
+            drained_read: false,
+            drained_write: false,
         });
         if let Err(e) = self.registry.register(src, token(k), interest) {
             self.regs.remove(k);
@@ -202,7 +212,46 @@ impl Reactor {
     pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<(FlowKey, u32, u32, Ready)> {
         let k = IoKey::from(KeyData::from_ffi(ev.token().0 as u64));
         let r = self.regs.get_mut(k)?;
-        merge(&mut r.pending, Ready::of(ev));
+        let seen = Ready::of(ev);
+        if answers(&seen, mio::Interest::READABLE) {
+            r.drained_read = false;
+        }
+        if answers(&seen, mio::Interest::WRITABLE) {
+            r.drained_write = false;
+        }
+        merge(&mut r.pending, seen);
         take_for(r)
+    }
+
+    /// An operation on `k` found it not ready for `interest` now (it
+    /// would block, or a read came back short): readiness kept from
+    /// earlier is stale, and until an event for that direction arrives,
+    /// [`worth_trying`](Self::worth_trying) says no. Edge-triggered
+    /// polling reports every later arrival of data (or room) as a new
+    /// event, so no wake-up is lost.
+    pub(crate) fn drained(&mut self, k: IoKey, interest: mio::Interest) {
+        let Some(r) = self.regs.get_mut(k) else {
+            return;
+        };
+        if interest.is_readable() {
+            r.pending.readable = false;
+            r.drained_read = true;
+        }
+        if interest.is_writable() {
+            r.pending.writable = false;
+            r.drained_write = true;
+        }
+    }
+
+    /// False when an operation for `interest` on `k` would block: the
+    /// last one found the source drained and no event for it came since.
+    /// True for a source not registered (nothing is known).
+    pub(crate) fn worth_trying(&self, k: IoKey, interest: mio::Interest) -> bool {
+        let Some(r) = self.regs.get(k) else {
+            return true;
+        };
+        answers(&r.pending, interest)
+            || (interest.is_readable() && !r.drained_read)
+            || (interest.is_writable() && !r.drained_write)
     }
 }
