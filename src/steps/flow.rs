@@ -163,9 +163,7 @@ impl Flow {
             m.queue.clear();
         }
         // A pooled flow keeps small buffers only.
-        if m.frames.capacity() > 8 {
-            m.frames.shrink_to_fit();
-        }
+        m.frames.shrink_to(8);
         if m.queue.capacity() > 16 {
             m.queue.shrink_to_fit();
         }
@@ -426,6 +424,10 @@ impl Flow {
         self.seq = self.seq.checked_add(1).unwrap_or(1);
         let seq = self.seq;
         let st = self.st(sid);
+        if st.frames.capacity() == 0 {
+            // A flow waiting at level 0 keeps one frame: don't reserve four.
+            st.frames.reserve_exact(1);
+        }
         st.frames.push(Frame {
             seg: st.queue.len() as u32,
             seq,

@@ -136,9 +136,10 @@ const STACK_KEEP: usize = 8;
 /// next step is popped from the end; deeper levels sit above shallower ones.
 #[derive(Default)]
 pub(crate) struct Strand {
-    /// One frame and one queued step are stored inline, so a flow that
-    /// runs or waits at level 0 is one allocation (the flow object).
-    pub frames: SmallVec<[Frame; 1]>,
+    /// The frames (hot: read on every step, so a plain vector).
+    pub frames: Vec<Frame>,
+    /// One queued step is stored inline, so a root of one step does not
+    /// allocate a queue.
     pub queue: SmallVec<[StepDef; 1]>,
     /// (parent strand, seq of the parallel frame waiting for this branch);
     /// seq 0 (never used by a frame) means "no parent": the main strand.
