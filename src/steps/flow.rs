@@ -24,11 +24,12 @@ use std::task::{Context, Poll, Waker};
 pub(crate) enum Resume {
     /// Continue with the strands that are ready.
     Ready,
-    /// External completion of a waiting step.
+    /// External completion of a waiting step: `None` for success, whose
+    /// args the caller has put in the args register; `Some` for an error.
     Complete {
         strand: u32,
         seq: u32,
-        result: Result<Args, Error>,
+        err: Option<Error>,
     },
     /// A step's timeout fired.
     Timeout { strand: u32, seq: u32 },
@@ -261,31 +262,32 @@ impl Flow {
         resume: Resume,
     ) -> Option<Result<(), Error>> {
         sched.budget = BURST;
-        // Whatever an earlier activation left in the args register is stale.
-        sched.clear_args();
+        // Whatever an earlier activation left in the args register is stale
+        // (a successful completion brings its args there).
+        if !matches!(resume, Resume::Complete { err: None, .. }) {
+            sched.clear_args();
+        }
         let first = match resume {
             Resume::Ready if self.start => {
                 self.start = false;
                 Some((0, Act::Next))
             }
             Resume::Ready => None,
-            Resume::Complete {
-                strand,
-                seq,
-                result,
-            } => match self.top_waiting(strand, seq) {
+            Resume::Complete { strand, seq, err } => match self.top_waiting(strand, seq) {
                 Some(_) => Some((
                     strand,
-                    match result {
-                        Ok(a) => {
+                    match err {
+                        None => {
                             self.pop_frame(sched, strand, false);
-                            sched.args = a;
                             Act::Next
                         }
-                        Err(e) => Act::Fail(e),
+                        Some(e) => Act::Fail(e),
                     },
                 )),
-                None => None,
+                None => {
+                    sched.clear_args();
+                    None
+                }
             },
             Resume::Timeout { strand, seq } => {
                 let act = self.timeout(sched, strand, seq);

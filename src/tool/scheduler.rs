@@ -207,12 +207,13 @@ impl Scheduler {
         let Some((flow, strand, seq, ready)) = done else {
             return;
         };
+        self.args = crate::io::ready_args(ready);
         self.drive(
             flow,
             Resume::Complete {
                 strand,
                 seq,
-                result: Ok(crate::io::ready_args(ready)),
+                err: None,
             },
         );
     }
@@ -392,9 +393,12 @@ impl Scheduler {
     /// Runs one flow activation.
     pub(crate) fn drive(&mut self, key: FlowKey, resume: Resume) {
         let Some(slot) = self.flows.get_mut(key) else {
+            // A completion's args for a flow that has ended.
+            self.clear_args();
             return;
         };
         let Some(mut flow) = slot.take() else {
+            self.clear_args();
             return;
         };
         if matches!(resume, Resume::Ready) {
@@ -505,14 +509,17 @@ impl Scheduler {
                 strand,
                 seq,
                 result,
-            } => self.drive(
-                flow,
-                Resume::Complete {
-                    strand,
-                    seq,
-                    result,
-                },
-            ),
+            } => {
+                // Success args travel in the register (see `Resume::Complete`).
+                let err = match result {
+                    Ok(a) => {
+                        self.args = a;
+                        None
+                    }
+                    Err(e) => Some(e),
+                };
+                self.drive(flow, Resume::Complete { strand, seq, err })
+            }
             Msg::Cancel(flow) => self.drive(flow, Resume::Cancel),
             Msg::Poll { flow, strand, seq } => self.drive(flow, Resume::Poll { strand, seq }),
             Msg::Stop => self.stopped = true,
