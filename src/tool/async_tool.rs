@@ -58,6 +58,10 @@ pub struct AsyncTool {
     sched: Scheduler,
     poll: mio::Poll,
     events: mio::Events,
+    /// The last turn ended with a blocking poll: the next turn need not
+    /// poll again before its pass (that poll would almost always find
+    /// nothing, a wasted system call per wake-up).
+    just_polled: bool,
 }
 
 impl std::fmt::Debug for AsyncTool {
@@ -80,6 +84,7 @@ impl AsyncTool {
             sched,
             poll,
             events: mio::Events::with_capacity(256),
+            just_polled: false,
         })
     }
 
@@ -106,9 +111,10 @@ impl AsyncTool {
     ) -> io::Result<usize> {
         self.sched.now = Instant::now();
         // A busy loop never blocks in poll: look for I/O each turn while
-        // steps wait for it.
+        // steps wait for it, except right after the blocking poll that
+        // ended the previous turn (the turn after this one polls again).
         let mut io = 0;
-        if self.sched.io_waits() > 0 {
+        if self.sched.io_waits() > 0 && !std::mem::take(&mut self.just_polled) {
             io = self.poll_io(Some(Duration::ZERO))?;
         }
         let n = self.sched.run_pass() + io;
@@ -125,6 +131,7 @@ impl AsyncTool {
             let r = self.poll_io(wait);
             self.sched.shared.woke();
             io = r?;
+            self.just_polled = true;
         }
         self.sched.now = Instant::now();
         Ok(self.sched.run_pass() + io)
