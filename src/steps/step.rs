@@ -178,29 +178,6 @@ impl<'a> Step<'a> {
     /// Adds `def` as a sub-step that receives `args` (a sync section). As
     /// the first sub-step it takes them through the args register; after
     /// other sub-steps, a step that succeeds with them goes before it.
-    /// Runs `def`'s callback now, as this step's own body with `args`, when
-    /// this step has done nothing yet (no add, success, misuse; not a
-    /// handler) and `def` is a plain execute step without a handler.
-    /// Otherwise adds it as a sub-step that receives `args`.
-    pub(crate) fn run_or_add(&mut self, def: StepDef, args: Args) -> StepResult {
-        let fresh =
-            !self.out.added && !self.out.succeeded && self.out.misuse.is_none() && !self.handler;
-        match def {
-            StepDef {
-                exec: Exec::Fn(cb),
-                catch: None,
-                ..
-            } if fresh => {
-                self.sched.args = args;
-                cb.call(self)
-            }
-            def => {
-                self.add_with_args(def, args);
-                Ok(())
-            }
-        }
-    }
-
     pub(crate) fn add_with_args(&mut self, def: StepDef, args: Args) {
         if self.out.added || self.out.succeeded {
             self.add(move |s, ()| s.success(args));

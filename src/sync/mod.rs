@@ -156,14 +156,6 @@ impl Section {
         section
     }
 
-    /// Runs the section as the body of the sync step itself when that is
-    /// the same as a sub-step (the step has done nothing else yet and the
-    /// section has no handler of its own): one step fewer on the fast
-    /// path. The lock is released when that step ends, as before.
-    pub(crate) fn run_in(self, s: &mut Step<'_>, args: Args) -> StepResult {
-        s.run_or_add(self.def, args)
-    }
-
     /// Adds the section as a sub-step of `s` that receives `args`. Steps
     /// `s` added before it run first; the section still gets `args`.
     pub fn add_to(self, s: &mut Step<'_>, args: Args) {
@@ -375,7 +367,8 @@ fn enter(
     if gate.try_enter() {
         core.clone().entered(s, false);
         s.add_hold(Hold::new(id, core, true));
-        return section.run_in(s, args);
+        section.add_to(s, args);
+        return Ok(());
     }
     if deadlock_check && ancestors >= gate.max() as usize {
         return Err(Error::internal(format!(
