@@ -9,11 +9,17 @@ use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::ExecFn;
 use crate::steps::step::Step;
+use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
 /// The room for a closure kept in place.
 type Slot = MaybeUninit<[usize; 2]>;
+
+/// The slot as stored: behind an `UnsafeCell`, because a captured value
+/// may mutate itself through `&self` (a `RefCell`'s `clone` does), which a
+/// plain shared reference to the bytes would not allow.
+type Cell = UnsafeCell<Slot>;
 
 /// What to do with the closure in a [`Slot`]: one static table per
 /// closure type (and args type).
@@ -23,13 +29,13 @@ struct Table {
     /// Drops the closure in the slot.
     drop: unsafe fn(*mut Slot),
     /// Clones the closure into a new callback (models only).
-    clone: Option<unsafe fn(*const Slot) -> Callback>,
+    clone: Option<unsafe fn(*mut Slot) -> Callback>,
 }
 
 /// A closure kept in place. Invariant: `slot` holds a valid value of the
 /// closure type `table` was made for, owned by this `Inline`.
 pub(crate) struct Inline {
-    slot: Slot,
+    slot: Cell,
     table: &'static Table,
     /// Neither `Send` nor `Sync`: the closure inside may be neither (like
     /// a boxed `dyn ExecFn`). Types that hold only `Send` closures say so
@@ -42,7 +48,7 @@ impl Drop for Inline {
         // SAFETY: by the invariant, the slot holds an owned, valid closure
         // of the table's type; it is dropped once, here (`call` takes the
         // value out of a `ManuallyDrop`, so it never reaches this).
-        unsafe { (self.table.drop)(&mut self.slot) }
+        unsafe { (self.table.drop)(self.slot.get()) }
     }
 }
 
@@ -58,11 +64,11 @@ impl Callback {
     pub(crate) fn call(self, s: &mut Step<'_>) -> StepResult {
         match self {
             Callback::Inline(i) => {
-                let mut i = ManuallyDrop::new(i);
+                let i = ManuallyDrop::new(i);
                 // SAFETY: by the invariant, the slot holds an owned closure
                 // of the table's type. `call` moves it out; `ManuallyDrop`
                 // keeps `Inline::drop` from dropping it a second time.
-                unsafe { (i.table.call)(&mut i.slot, s) }
+                unsafe { (i.table.call)(i.slot.get(), s) }
             }
             Callback::Boxed(b) => b.call(s),
         }
@@ -74,9 +80,11 @@ impl Callback {
             Callback::Inline(i) => {
                 let clone = i.table.clone?;
                 // SAFETY: the slot holds a valid closure of the table's
-                // type (invariant); `clone` only reads it through a shared
-                // reference.
-                Some(unsafe { clone(&i.slot) })
+                // type (invariant). The pointer comes from the `UnsafeCell`,
+                // so the closure's `Clone` may even mutate it through
+                // `&self` (interior mutability); nothing else uses the slot
+                // meanwhile (the holder is neither `Send` nor `Sync`).
+                Some(unsafe { clone(i.slot.get()) })
             }
             Callback::Boxed(b) => b.try_clone().map(Callback::Boxed),
         }
@@ -89,13 +97,14 @@ const fn fits<F>() -> bool {
 }
 
 /// Writes `f` into a new slot. Only called when `fits::<F>()`.
-fn store<F>(f: F) -> Slot {
+fn store<F>(f: F) -> Cell {
     debug_assert!(fits::<F>());
-    let mut slot = Slot::uninit();
+    let slot = Cell::new(Slot::uninit());
     // SAFETY: `fits::<F>()` holds (checked by every caller), so the slot is
-    // large and aligned enough for an `F`; it is freshly uninitialised, so
-    // nothing is overwritten.
-    unsafe { slot.as_mut_ptr().cast::<F>().write(f) };
+    // large and aligned enough for an `F` (`UnsafeCell` has the layout of
+    // what it wraps); it is freshly uninitialised, so nothing is
+    // overwritten.
+    unsafe { slot.get().cast::<F>().write(f) };
     slot
 }
 
@@ -122,8 +131,10 @@ unsafe fn drop_impl<F>(p: *mut Slot) {
 }
 
 /// # Safety
-/// `p` holds a valid `F` (only read here).
-unsafe fn clone_impl<F, A>(p: *const Slot) -> Callback
+/// `p` holds a valid `F`, not used by anything else during the call (it is
+/// reached through a shared reference, and `F::clone` may use interior
+/// mutability, which the `UnsafeCell` around the slot allows).
+unsafe fn clone_impl<F, A>(p: *mut Slot) -> Callback
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
@@ -239,6 +250,27 @@ mod tests {
             Ok(())
         });
         assert!(matches!(wide, Callback::Boxed(_)));
+    }
+
+    #[test]
+    fn a_capture_with_interior_mutability_is_cloned_in_place() {
+        // `RefCell::clone` writes its borrow flag through `&self`: the slot
+        // is an `UnsafeCell`, so that is allowed.
+        let cell = std::cell::RefCell::new(3u8);
+        let mut tool = TestTool::new();
+        let mut model = AsyncSteps::new();
+        model.add(move |s, ()| {
+            let v = *cell.borrow();
+            s.success((v,))
+        });
+        assert!(matches!(
+            model.steps[0].exec,
+            crate::steps::def::Exec::Fn(Callback::Inline(_))
+        ));
+        let copy = model.clone();
+        let (p1, p2) = (model.promise(&mut tool), copy.promise(&mut tool));
+        assert_eq!(tool.block_on::<(u8,)>(p1).unwrap().0, 3);
+        assert_eq!(tool.block_on::<(u8,)>(p2).unwrap().0, 3);
     }
 
     #[test]
