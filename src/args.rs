@@ -244,11 +244,11 @@ pub struct Args {
 impl Drop for Args {
     #[inline]
     fn drop(&mut self) {
-        for v in self.vals.iter_mut() {
-            if v.is_some() {
-                // Dropping each value leaves `None`, so nothing is leaked.
-                drop(v.take());
-            }
+        if self.vals.iter().any(Option::is_some) {
+            // SAFETY: this is `drop`, so `vals` is dropped once and never
+            // used again. Dropping the array in place drops every slot and,
+            // like the array's own drop glue, goes on past a panicking one.
+            unsafe { ManuallyDrop::drop(&mut self.vals) }
         }
     }
 }
@@ -439,6 +439,26 @@ mod tests {
         let mut a = (1i64,).into_args();
         let e = <(i32, String)>::from_args(&mut a).unwrap_err();
         assert_eq!(e.info(), Some("step expects (i32, String), got (i64,)"));
+    }
+
+    #[test]
+    fn a_panicking_value_does_not_keep_the_others_from_dropping() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct Loud(bool);
+        impl Drop for Loud {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::SeqCst);
+                if self.0 {
+                    panic!("loud");
+                }
+            }
+        }
+        impl ArgValue for Loud {}
+        let a = (Loud(true), Loud(false), Loud(false)).into_args();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(a)));
+        assert!(r.is_err());
+        assert_eq!(DROPS.load(Ordering::SeqCst), 3);
     }
 
     #[test]
