@@ -273,6 +273,25 @@ impl Scheduler {
         }
     }
 
+    /// Empties the args register outside any flow's own catch: a value
+    /// whose `Drop` panics becomes an `InternalError` instead of unwinding
+    /// out of the loop.
+    fn clear_args_caught(&mut self) -> Result<(), Error> {
+        if self.args.is_empty() {
+            return Ok(());
+        }
+        let a = std::mem::take(&mut self.args);
+        catch_unwind(AssertUnwindSafe(move || drop(a))).map_err(flow_panic_error)
+    }
+
+    /// [`clear_args_caught`](Self::clear_args_caught), reporting a panic
+    /// as an unhandled error (no flow to give it to).
+    fn clear_args_reporting(&mut self) {
+        if let Err(e) = self.clear_args_caught() {
+            self.report_unhandled(&e);
+        }
+    }
+
     /// Cancels a scheduled callback; a no-op when it already ran (spec `cancel`).
     ///
     /// Only callbacks scheduled through this API are reachable: a handle
@@ -394,11 +413,11 @@ impl Scheduler {
     pub(crate) fn drive(&mut self, key: FlowKey, resume: Resume) {
         let Some(slot) = self.flows.get_mut(key) else {
             // A completion's args for a flow that has ended.
-            self.clear_args();
+            self.clear_args_reporting();
             return;
         };
         let Some(mut flow) = slot.take() else {
-            self.clear_args();
+            self.clear_args_reporting();
             return;
         };
         if matches!(resume, Resume::Ready) {
@@ -410,7 +429,8 @@ impl Scheduler {
                 // A panic the flow cannot go on from (a user `Drop` run by
                 // the engine, a cancel callback): it ends with
                 // `InternalError`, and what it still holds is torn down.
-                self.clear_args();
+                // (A second panic from the register adds nothing to `e`.)
+                let _ = self.clear_args_caught();
                 self.flows.remove(key);
                 let e = flow_panic_error(p);
                 let done = flow.take_done();
@@ -423,7 +443,7 @@ impl Scheduler {
                         break;
                     }
                 }
-                self.clear_args();
+                let _ = self.clear_args_caught();
                 match done {
                     Some(c) => c.complete(Err(e)),
                     None => self.report_unhandled(&e),
@@ -451,13 +471,14 @@ impl Scheduler {
                     _ => None,
                 };
                 // The register never outlives an activation (a failed flow
-                // may leave a handler's success args there).
-                self.clear_args();
+                // may leave a handler's success args there; a detached
+                // flow's result args are dropped here).
+                let cleared = self.clear_args_caught();
                 let canceled = flow.was_canceled();
                 // What the flow holds (its state) is dropped before the
                 // result is given: a panicking Drop makes it InternalError.
                 let (res, reusable) = match catch_unwind(AssertUnwindSafe(|| flow.reset())) {
-                    Ok(()) => (res, true),
+                    Ok(()) => (res.and(cleared), true),
                     Err(p) => (Err(flow_panic_error(p)), false),
                 };
                 match done {
@@ -479,7 +500,7 @@ impl Scheduler {
                 }
             }
             None => {
-                self.clear_args();
+                self.clear_args_reporting();
                 if flow.has_ready() && !flow.queued {
                     flow.queued = true;
                     self.queue.push_back(Entry::Flow(key));
