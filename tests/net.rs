@@ -403,13 +403,10 @@ fn serve_stream_echoes_many_round_trips_on_a_runtime() {
         Ok(())
     });
     let p = rt.spawn::<()>(root);
-    for i in 0..1000u32 {
-        let msg = format!("round {i:04} of 1000, more than 16 bytes");
-        client.write_all(msg.as_bytes()).unwrap();
-        let mut back = vec![0u8; msg.len()];
-        client.read_exact(&mut back).unwrap();
-        assert_eq!(back, msg.as_bytes());
-    }
+    echo_rounds(
+        &mut client,
+        (0..1000u32).map(|i| format!("round {i:04} of 1000, more than 16 bytes")),
+    );
     drop(client);
     p.wait().unwrap();
 }
@@ -469,13 +466,18 @@ fn request_response_with_read_some_and_write_all_many_times() {
         Ok(())
     });
     let p = rt.spawn::<()>(root);
-    for i in 0..500u32 {
-        let msg = format!("request {i:03}");
+    echo_rounds(&mut client, (0..500u32).map(|i| format!("request {i:03}")));
+    drop(client);
+    p.wait().unwrap();
+}
+
+/// Sends each message and expects it back, one round trip at a time.
+fn echo_rounds(client: &mut std::net::TcpStream, msgs: impl Iterator<Item = String>) {
+    use std::io::{Read, Write};
+    for msg in msgs {
         client.write_all(msg.as_bytes()).unwrap();
         let mut back = vec![0u8; msg.len()];
         client.read_exact(&mut back).unwrap();
         assert_eq!(back, msg.as_bytes());
     }
-    drop(client);
-    p.wait().unwrap();
 }

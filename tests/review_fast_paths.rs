@@ -1,8 +1,10 @@
 //! Cases found in a review of the engine's fast paths: a sync called
 //! directly from a step that already set a timeout or cancel callback, a
 //! wrapper `ISync` that adds steps after the inner sync, `async_stack`
-//! with a free and a contended lock, and panicking `Drop`s in a recycled
-//! `Extra` or in a detached flow's result args (the loop must live on).
+//! with a free and a contended lock, and a panicking `Drop` in a detached
+//! flow's result args (the loop must live on). A panicking `Drop` in a
+//! recycled `Extra` is `tests/sync.rs`'s
+//! `a_flow_ended_by_a_panicking_drop_still_frees_its_slot`.
 
 mod common;
 
@@ -128,37 +130,6 @@ fn async_stack_same_for_free_and_contended_lock() {
     let free = stack_of(false);
     let busy = stack_of(true);
     assert_eq!(free.len(), busy.len(), "free={free:#?}\nbusy={busy:#?}");
-}
-
-/// A stack() value whose Drop panics, in the frame that holds the lock
-/// (fast path: the section runs in the sync step's frame).
-struct Bomb;
-impl Drop for Bomb {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("bomb");
-        }
-    }
-}
-
-#[test]
-fn panicking_stack_drop_in_recycled_extra_ends_flow_and_frees_lock() {
-    let mut tool = TestTool::new();
-    let m = Mutex::new(1, None);
-    let mut root = AsyncSteps::new();
-    root.sync(&m, |s, ()| {
-        s.stack(Bomb);
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    let r = tool.block_on(p);
-    assert_eq!(r.unwrap_err().code(), codes::INTERNAL_ERROR);
-    assert_eq!(m.counts(), (0, 0));
-    // The loop lives on and the lock is free.
-    let mut again = AsyncSteps::new();
-    again.sync(&m, |s, ()| s.success((3i32,)));
-    let p = again.promise::<(i32,)>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap().0, 3);
 }
 
 /// A result arg whose Drop panics, for a flow nobody waits for.
