@@ -27,15 +27,18 @@
 //!   which reports its time and its peak RSS (`VmHWM`).
 
 mod common;
+// The cross-loop workloads, shared with `benches/sync.rs` and the harness.
+#[path = "../examples/common/xloop.rs"]
+mod xloop;
 
 use common::{ab, full_run, profiling, Stats};
 use criterion::{Criterion, Throughput};
 use futoin_asyncsteps::{ArgValue, AsyncSteps, ExternalHandle, Runtime};
 use std::hint::black_box;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use xloop::{ours_xthread, tokio_xthread, Latch};
 
 const XTHREAD_N: usize = 1_000_000;
 const PING_N: usize = 100_000;
@@ -45,37 +48,6 @@ const TIMERS_N: usize = 1_000_000;
 const CHILD_ENV: &str = "FUTOIN_RUNTIME_BENCH_CHILD";
 
 // ---------------------------------------------------------------- helpers
-
-/// Counts down to zero; `wait` blocks until it gets there.
-struct Latch {
-    left: AtomicUsize,
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-impl Latch {
-    fn new(n: usize) -> Arc<Self> {
-        Arc::new(Latch {
-            left: AtomicUsize::new(n),
-            lock: Mutex::new(()),
-            cv: Condvar::new(),
-        })
-    }
-
-    fn count_down(&self) {
-        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _g = self.lock.lock().expect("latch lock");
-            self.cv.notify_all();
-        }
-    }
-
-    fn wait(&self) {
-        let mut g = self.lock.lock().expect("latch lock");
-        while self.left.load(Ordering::Acquire) != 0 {
-            g = self.cv.wait(g).expect("latch wait");
-        }
-    }
-}
 
 fn runtime(loops: usize, spin: Duration) -> Runtime {
     Runtime::builder()
@@ -105,64 +77,6 @@ fn tokio_ct(io: bool) -> tokio::runtime::Runtime {
 }
 
 // ---------------------------------------------------------------- xthread
-
-/// Parks `n` flows in `wait_external()`, then completes them all from this
-/// (non-loop) thread. Returns the time from the first completion to the end
-/// of the last flow.
-fn ours_xthread(rt: &Runtime, n: usize) -> Duration {
-    let handles = Arc::new(Mutex::new(Vec::with_capacity(n)));
-    let parked = Latch::new(n);
-    let done = Latch::new(n);
-    for _ in 0..n {
-        let mut root = AsyncSteps::new();
-        let (hs, p) = (handles.clone(), parked.clone());
-        root.add(move |s, ()| {
-            let h = s.wait_external();
-            hs.lock().expect("handles").push(h);
-            p.count_down();
-            Ok(())
-        });
-        let d = done.clone();
-        root.add(move |_, (v,): (u32,)| {
-            black_box(v);
-            d.count_down();
-            Ok(())
-        });
-        rt.execute(root);
-    }
-    parked.wait();
-    let hs: Vec<ExternalHandle> = std::mem::take(&mut *handles.lock().expect("handles"));
-    let t = Instant::now();
-    for (i, h) in hs.into_iter().enumerate() {
-        h.success((i as u32,)).expect("the step waits");
-    }
-    done.wait();
-    t.elapsed()
-}
-
-/// `n` tasks await a oneshot receiver; this thread fires every sender.
-fn tokio_xthread(rt: &tokio::runtime::Runtime, n: usize) -> Duration {
-    let parked = Latch::new(n);
-    let done = Latch::new(n);
-    let mut txs = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
-        txs.push(tx);
-        let (p, d) = (parked.clone(), done.clone());
-        drop(rt.spawn(async move {
-            p.count_down();
-            black_box(rx.await.expect("value"));
-            d.count_down();
-        }));
-    }
-    parked.wait();
-    let t = Instant::now();
-    for (i, tx) in txs.into_iter().enumerate() {
-        tx.send(i as u32).expect("receiver alive");
-    }
-    done.wait();
-    t.elapsed()
-}
 
 // -------------------------------------------------------------- ping-pong
 

@@ -19,31 +19,20 @@
 //!   Mutex figure.
 
 mod common;
+// The cross-loop workloads, shared with `benches/runtime.rs` and the harness.
+#[path = "../examples/common/xloop.rs"]
+mod xloop;
 
 use common::{ab, full_run, profiling, Stats};
 use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Throttle};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, Runtime};
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use xloop::{ours_contended, synced_repeat, tokio_contended};
 
 const UNCONTENDED_N: usize = 1_000_000;
 const FLOWS: usize = 1_000;
 const SECTIONS: usize = 1_000;
-
-/// A flow running `repeat(n)` of an empty step synced on `obj`.
-fn synced_repeat<S: ISync + Clone>(n: usize, obj: &S) -> AsyncSteps {
-    let mut root = AsyncSteps::new();
-    let o = obj.clone();
-    root.repeat(n, move |s, i| {
-        s.sync(&o, move |_, ()| {
-            black_box(i);
-            Ok(())
-        });
-        Ok(())
-    });
-    root
-}
 
 /// One flow running `repeat(n)` of a synced empty step (or a plain empty
 /// step with `obj == None`).
@@ -79,41 +68,6 @@ fn tokio_uncontended(rt: &tokio::runtime::Runtime, n: usize) -> Duration {
         }
         t.elapsed()
     })
-}
-
-fn ours_contended(rt: &Runtime, flows: usize, sections: usize) -> Duration {
-    let m = Mutex::new(1, None);
-    let t = Instant::now();
-    let ps: Vec<_> = (0..flows)
-        .map(|_| rt.spawn::<()>(synced_repeat(sections, &m)))
-        .collect();
-    for p in ps {
-        p.wait().expect("flow");
-    }
-    t.elapsed()
-}
-
-fn tokio_contended(rt: &tokio::runtime::Runtime, flows: usize, sections: usize) -> Duration {
-    let m = Arc::new(tokio::sync::Mutex::new(()));
-    let t = Instant::now();
-    rt.block_on(async move {
-        let hs: Vec<_> = (0..flows)
-            .map(|_| {
-                let m = m.clone();
-                tokio::spawn(async move {
-                    for i in 0..sections {
-                        let g = m.lock().await;
-                        black_box(i);
-                        drop(g);
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.await.expect("task");
-        }
-    });
-    t.elapsed()
 }
 
 /// Per-op ns of `batches` batches of one side, after one untimed warm-up.

@@ -1,8 +1,6 @@
 //! What a workload is, how one round of one side is timed, and the small
 //! helpers the workloads share.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Which implementation a measurement is of.
@@ -150,37 +148,6 @@ impl Stats {
             median,
             min: v[0],
             max: v[n - 1],
-        }
-    }
-}
-
-/// Counts down to zero; `wait` blocks until it gets there.
-pub struct Latch {
-    left: AtomicUsize,
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-impl Latch {
-    pub fn new(n: usize) -> Arc<Self> {
-        Arc::new(Latch {
-            left: AtomicUsize::new(n),
-            lock: Mutex::new(()),
-            cv: Condvar::new(),
-        })
-    }
-
-    pub fn count_down(&self) {
-        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _g = self.lock.lock().expect("latch lock");
-            self.cv.notify_all();
-        }
-    }
-
-    pub fn wait(&self) {
-        let mut g = self.lock.lock().expect("latch lock");
-        while self.left.load(Ordering::Acquire) != 0 {
-            g = self.cv.wait(g).expect("latch wait");
         }
     }
 }

@@ -1,72 +1,14 @@
 //! Workloads across loops: one `Runtime` of L loops against one tokio
 //! `multi_thread` runtime of L workers.
 
-use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Latch, Make, Side};
-use futoin_asyncsteps::sync::Mutex;
+use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
+use crate::xloop::{ours_contended, ours_xthread, tokio_contended, tokio_xthread, Latch};
 use futoin_asyncsteps::{ArgValue, AsyncSteps, ExternalHandle, Runtime, Step, StepResult};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------- xthread
-
-/// Parks `n` flows in `wait_external()`, then completes them all from this
-/// (non-loop) thread with an int the next step reads. Timed: from the
-/// first completion to the end of the last flow.
-fn ours_xthread(rt: &Runtime, n: usize) -> Duration {
-    let handles = Arc::new(std::sync::Mutex::new(Vec::with_capacity(n)));
-    let parked = Latch::new(n);
-    let done = Latch::new(n);
-    for _ in 0..n {
-        let mut root = AsyncSteps::new();
-        let (hs, p) = (handles.clone(), parked.clone());
-        root.add(move |s, ()| {
-            let h = s.wait_external();
-            hs.lock().expect("handles").push(h);
-            p.count_down();
-            Ok(())
-        });
-        let d = done.clone();
-        root.add(move |_, (v,): (u32,)| {
-            black_box(v);
-            d.count_down();
-            Ok(())
-        });
-        rt.execute(root);
-    }
-    parked.wait();
-    let hs: Vec<ExternalHandle> = std::mem::take(&mut *handles.lock().expect("handles"));
-    let t = Instant::now();
-    for (i, h) in hs.into_iter().enumerate() {
-        h.success((i as u32,)).expect("the step waits");
-    }
-    done.wait();
-    t.elapsed()
-}
-
-/// `n` tasks await a oneshot receiver; this thread fires every sender.
-fn tokio_xthread(rt: &tokio::runtime::Runtime, n: usize) -> Duration {
-    let parked = Latch::new(n);
-    let done = Latch::new(n);
-    let mut txs = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
-        txs.push(tx);
-        let (p, d) = (parked.clone(), done.clone());
-        drop(rt.spawn(async move {
-            p.count_down();
-            black_box(rx.await.expect("value"));
-            d.count_down();
-        }));
-    }
-    parked.wait();
-    let t = Instant::now();
-    for (i, tx) in txs.into_iter().enumerate() {
-        tx.send(i as u32).expect("receiver alive");
-    }
-    done.wait();
-    t.elapsed()
-}
 
 pub fn xthread() -> Make {
     Box::new(|side, ctx| {
@@ -207,55 +149,6 @@ pub fn ping_pong() -> Make {
 }
 
 // -------------------------------------------------------- contended mutex
-
-/// A flow running `repeat(n)` of an empty step synced on `m`.
-fn synced_repeat(n: usize, m: &Mutex) -> AsyncSteps {
-    let mut root = AsyncSteps::new();
-    let m = m.clone();
-    root.repeat(n, move |s, i| {
-        s.sync(&m, move |_, ()| {
-            black_box(i);
-            Ok(())
-        });
-        Ok(())
-    });
-    root
-}
-
-fn ours_contended(rt: &Runtime, flows: usize, sections: usize) -> Duration {
-    let m = Mutex::new(1, None);
-    let t = Instant::now();
-    let ps: Vec<_> = (0..flows)
-        .map(|_| rt.spawn::<()>(synced_repeat(sections, &m)))
-        .collect();
-    for p in ps {
-        p.wait().expect("flow");
-    }
-    t.elapsed()
-}
-
-fn tokio_contended(rt: &tokio::runtime::Runtime, flows: usize, sections: usize) -> Duration {
-    let m = Arc::new(tokio::sync::Mutex::new(()));
-    let t = Instant::now();
-    let hs: Vec<_> = (0..flows)
-        .map(|_| {
-            let m = m.clone();
-            rt.spawn(async move {
-                for i in 0..sections {
-                    let g = m.lock().await;
-                    black_box(i);
-                    drop(g);
-                }
-            })
-        })
-        .collect();
-    rt.block_on(async move {
-        for h in hs {
-            h.await.expect("task");
-        }
-    });
-    t.elapsed()
-}
 
 pub fn contended_mutex() -> Make {
     Box::new(|side, ctx| {

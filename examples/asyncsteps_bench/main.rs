@@ -39,6 +39,9 @@ mod http;
 mod serve;
 #[path = "../common/tokio_peer.rs"]
 mod tokio_peer;
+// The cross-loop workloads, shared with `benches/runtime.rs` and `benches/sync.rs`.
+#[path = "../common/xloop.rs"]
+mod xloop;
 
 use bench::{run_round, Ctx, Round, Side, Workload};
 use clap::Parser;
