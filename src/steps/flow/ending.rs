@@ -1,0 +1,200 @@
+//! Ending the levels of a flow: popping a frame (its timer, wait token,
+//! I/O registrations, cancel callback and parallel branches), creating and
+//! releasing branch strands, and what happens when a strand runs out of
+//! steps. See `docs/architecture.md`, "Running a step" and "Parallel".
+
+use super::{panic_error, Flow, FlowPanic};
+use crate::args::Args;
+use crate::error::Error;
+use crate::steps::frame::{Act, Frame, Queued, Strand};
+use crate::tool::scheduler::Scheduler;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+impl Flow {
+    /// Removes the top frame of `sid`. With `cancel`, its cancel callback
+    /// runs first (and a parallel frame cancels its branches).
+    #[inline]
+    pub(crate) fn pop_frame(&mut self, sched: &mut Scheduler, sid: u32, cancel: bool) {
+        let st = self.st(sid);
+        let Some(mut f) = st.frames.pop() else {
+            return;
+        };
+        st.queue.truncate(f.seg as usize);
+        // A plain frame (no wait token, nothing in `Extra`) has no activity
+        // to end: the common case stays inline.
+        if f.wait.is_some() || f.extra.is_some() {
+            self.end_frame(sched, &mut f, cancel);
+            if let Some(x) = f.extra.take() {
+                sched.recycle_extra(x);
+            }
+        } else {
+            // Every field is named (a new one must be looked at here): of
+            // those that need dropping, only the handler can be set, so the
+            // two `None`s are forgotten instead of going through the
+            // frame's drop glue.
+            let Frame {
+                seg: _,
+                seq: _,
+                kind: _,
+                flags: _,
+                catch,
+                name: _,
+                wait,
+                extra,
+            } = f;
+            drop(catch);
+            std::mem::forget((wait, extra));
+        }
+    }
+
+    /// Ends the activity of a frame: cancel callback (when cancelling),
+    /// branches, timer, external handle. The frame itself may stay.
+    pub(super) fn end_frame(&mut self, sched: &mut Scheduler, f: &mut Frame, mut cancel: bool) {
+        if let Some(w) = f.wait.take() {
+            // An external completion already accepted (on its way in the
+            // inbox) means the step's activity is over: exactly one of
+            // "completed externally" and "cancelled" happens, so no cancel
+            // callback. The frame still ends (its flow is unwinding).
+            if cancel && !w.claim() {
+                cancel = false;
+            }
+            sched.release_token(w);
+        }
+        let Some(x) = f.extra.as_mut() else {
+            return;
+        };
+        if let Some(t) = x.timer.take() {
+            sched.cancel_task(t);
+        }
+        if let (Some(io), Some(rare)) = (sched.io.as_mut(), x.rare.as_deref_mut()) {
+            if let Some(w) = rare.io.take() {
+                io.end_wait(w.key, w.strand, w.seq);
+            }
+            // Sources this frame owns: deregister them while they live.
+            for r in std::mem::take(&mut rare.sources) {
+                match x.stack.get_mut(r.idx as usize) {
+                    Some(v) => (r.deregister)(&mut **v, io, r.key),
+                    None => io.forget(r.key),
+                }
+            }
+        }
+        if cancel {
+            if let Some(par) = x.rare_mut().and_then(|r| r.par.take()) {
+                for (b, g) in par.branches {
+                    let st = self.st(b);
+                    if st.live && st.gen == g {
+                        self.cancel_strand(sched, b);
+                    }
+                }
+            }
+            let x = f.extra.as_mut().expect("checked");
+            // Cancelling an awaiting step drops its future (spec 1.13).
+            if let Some(r) = x.rare_mut() {
+                r.fut = None;
+            }
+            if let Some(c) = x.cancel.take() {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(c)) {
+                    // The flow cannot go on unwinding as if the external
+                    // activity were cancelled: it ends with InternalError,
+                    // and `Scheduler::drive` tears down the rest.
+                    std::panic::resume_unwind(Box::new(FlowPanic(panic_error(
+                        "cancel callback",
+                        p,
+                    ))));
+                }
+            }
+        } else if let Some(x) = f.extra.as_mut() {
+            // The step's activity ended without a cancel: its callback is
+            // never to run later.
+            x.cancel = None;
+        }
+    }
+
+    pub(super) fn new_strand(&mut self, parent: u32, pseq: u32) -> u32 {
+        let side = self.side();
+        let id = match side.free.pop() {
+            Some(id) => id,
+            None => {
+                side.branches.push(Strand::default());
+                side.branches.len() as u32
+            }
+        };
+        let st = self.st(id);
+        st.live = true;
+        st.fresh = true;
+        st.parent = (parent, pseq);
+        id
+    }
+
+    #[inline]
+    pub(super) fn release_strand(&mut self, sid: u32) {
+        let st = self.st(sid);
+        st.live = false;
+        st.fresh = false;
+        st.gen = st.gen.wrapping_add(1);
+        // Usually both are empty already: skip the drop loops then.
+        if !st.queue.is_empty() {
+            st.queue.clear();
+        }
+        if !st.frames.is_empty() {
+            st.frames.clear();
+        }
+        st.parent = (0, 0);
+        if sid != 0 {
+            self.side().free.push(sid);
+        }
+    }
+
+    /// Cancels every frame of a strand, innermost first, and releases it.
+    pub(crate) fn cancel_strand(&mut self, sched: &mut Scheduler, sid: u32) {
+        while !self.st(sid).frames.is_empty() {
+            self.pop_frame(sched, sid, true);
+        }
+        self.release_strand(sid);
+    }
+
+    /// A strand ran out of steps, or failed with nothing left to handle it.
+    /// For the main strand this ends the flow: the result comes back as
+    /// [`Act::End`].
+    /// `Ok`: its result args are in the register.
+    pub(super) fn strand_done(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        res: Result<(), Error>,
+    ) -> Option<Act> {
+        let Some((psid, pseq)) = self.st(sid).parent() else {
+            self.release_strand(sid);
+            return Some(Act::End(res));
+        };
+        self.release_strand(sid);
+        sched.clear_args();
+        let pst = self.st(psid);
+        let pf = pst.frames.last_mut().filter(|f| f.seq == pseq)?;
+        let par = pf
+            .extra
+            .as_mut()
+            .and_then(|x| x.rare_mut())
+            .and_then(|r| r.par.as_mut())?;
+        match res {
+            Ok(_) => {
+                par.remaining -= 1;
+                if par.remaining == 0 {
+                    self.pop_frame(sched, psid, false);
+                    self.push_ready(false, psid, Queued::Next(Args::new()));
+                }
+            }
+            Err(e) => {
+                let branches = std::mem::take(&mut par.branches);
+                for (b, g) in branches {
+                    let st = self.st(b);
+                    if st.live && st.gen == g {
+                        self.cancel_strand(sched, b);
+                    }
+                }
+                self.push_ready(false, psid, Queued::Up(e));
+            }
+        }
+        None
+    }
+}

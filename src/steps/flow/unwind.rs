@@ -1,0 +1,218 @@
+//! Walking the levels down: a step's timeout, error unwinding through the
+//! handlers (spec 1.2, 1.2.1) with the error recorded in the state, and
+//! `break`/`continue` reaching their loop. See `docs/architecture.md`,
+//! "Unwinding" and "Cancel and timeouts".
+
+use super::{panic_error, Flow};
+use crate::error::{codes, Control, Error};
+use crate::steps::frame::{Act, Kind, Strand, HANDLED, WAIT};
+use crate::steps::step::Step;
+use crate::tool::scheduler::Scheduler;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+impl Flow {
+    /// A timeout fired for step `seq`: cancel it and everything above it,
+    /// innermost first, then raise `Timeout` at its level.
+    pub(super) fn timeout(&mut self, sched: &mut Scheduler, sid: u32, seq: u32) -> Option<Act> {
+        let st = self.st_get(sid).filter(|s| s.live)?;
+        let k = st.frames.iter().rposition(|f| f.seq == seq)?;
+        let top_is_k = k + 1 == st.frames.len();
+        st.frames[k].extra.as_ref().and_then(|x| x.timer)?;
+        if top_is_k {
+            if let Some(w) = &st.frames[k].wait {
+                if !w.claim() {
+                    return None; // an external completion won and is on its way
+                }
+            }
+        }
+        while self.st(sid).frames.len() > k + 1 {
+            self.pop_frame(sched, sid, true);
+        }
+        let st = self.st(sid);
+        let mut f = st.frames.pop().expect("frame k");
+        st.queue.truncate(f.seg as usize);
+        if let Some(x) = f.extra.as_mut() {
+            x.timer = None;
+        }
+        // The timeout claimed the token above: it is this step's end, and
+        // its cancel callback runs.
+        if let Some(w) = f.wait.take() {
+            sched.release_token(w);
+        }
+        self.end_frame(sched, &mut f, true);
+        f.flags &= !WAIT;
+        let st = self.st(sid);
+        st.frames.push(f);
+        Some(Act::Fail(Error::new(codes::TIMEOUT)))
+    }
+
+    /// Records `err` in the state with the `async_stack` of strand `sid`:
+    /// the frame names from the root down through the parent strands.
+    fn record_error(&mut self, sid: u32, err: &Error) {
+        let Flow {
+            main, side, state, ..
+        } = self;
+        let strand = |id: u32| -> &Strand {
+            match id {
+                0 => main,
+                n => &side.as_ref().expect("branch strand").branches[n as usize - 1],
+            }
+        };
+        state.record_error(err, |out| {
+            let mut chain: smallvec::SmallVec<[u32; 4]> = smallvec::smallvec![sid];
+            let mut cur = sid;
+            while let Some((p, _)) = strand(cur).parent() {
+                chain.push(p);
+                cur = p;
+            }
+            for (i, s) in chain.iter().rev().enumerate() {
+                let frames = &strand(*s).frames;
+                let upto = if i + 1 < chain.len() {
+                    let (_, pseq) = strand(chain[chain.len() - 2 - i]).parent().expect("child");
+                    frames
+                        .iter()
+                        .position(|f| f.seq == pseq)
+                        .map_or(frames.len(), |p| p + 1)
+                } else {
+                    frames.len()
+                };
+                out.extend(frames[..upto].iter().map(|f| (f.name)()));
+            }
+        });
+    }
+
+    /// Error handling (spec 1.2): walk the levels down from the top frame
+    /// (which raised `err`) to the first one with a handler.
+    pub(super) fn unwind(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        mut err: Error,
+        record: bool,
+    ) -> Option<Act> {
+        if *err.control_ref() != Control::None {
+            match self.loop_control(sched, sid, &err, true) {
+                Some(act) => return Some(act),
+                None => err = err.into_plain(),
+            }
+        }
+        sched.clear_args();
+        if record {
+            self.record_error(sid, &err);
+        }
+        let mut origin = true;
+        loop {
+            let st = self.st(sid);
+            let Some(top) = st.frames.last_mut() else {
+                return self.strand_done(sched, sid, Err(err));
+            };
+            st.queue.truncate(top.seg as usize);
+            let catch = if top.flags & HANDLED == 0 {
+                top.catch.take()
+            } else {
+                None
+            };
+            let Some(catch) = catch else {
+                self.pop_frame(sched, sid, !origin);
+                origin = false;
+                continue;
+            };
+            let mut f = self.st(sid).frames.pop().expect("top");
+            self.end_frame(sched, &mut f, !origin);
+            f.flags = (f.flags | HANDLED) & !WAIT;
+            let st = self.st(sid);
+            st.frames.push(f);
+            let depth = st.frames.len() - 1;
+            let mut step = Step::new(sched, self, sid, depth, true);
+            let r = catch_unwind(AssertUnwindSafe(|| catch.call(&mut step, &err)));
+            let out = step.into_outcome();
+            let r = match (r, out.misuse) {
+                (_, Some(e)) => Err(e),
+                (Ok(r), None) => r,
+                (Err(p), None) => Err(panic_error("error handler", p)),
+            };
+            let st = self.st(sid);
+            let top = st.frames.last_mut().expect("handler frame");
+            if out.added {
+                st.queue[top.seg as usize..].reverse();
+            }
+            match r {
+                Err(mut e2) => {
+                    self.pop_frame(sched, sid, false);
+                    if *e2.control_ref() != Control::None {
+                        // break/continue from a handler: the frames below did
+                        // not raise it, so they are all cancelled on the way.
+                        if let Some(act) = self.loop_control(sched, sid, &e2, false) {
+                            return Some(act);
+                        }
+                        e2 = e2.into_plain();
+                    }
+                    self.record_error(sid, &e2);
+                    err = e2;
+                }
+                Ok(()) if out.added => {
+                    // Args a handler forwarded to its first sub-step (a sync
+                    // section added from a handler) stay; others are stale.
+                    if !out.forward {
+                        sched.clear_args();
+                    }
+                    return Some(Act::Next);
+                }
+                Ok(()) => {
+                    self.pop_frame(sched, sid, false);
+                    if out.succeeded {
+                        return Some(Act::Next);
+                    }
+                }
+            }
+            origin = false;
+        }
+    }
+
+    /// break/continue: find the matching loop in this strand. With
+    /// `origin_on_top`, the top frame raised it and ends without its cancel
+    /// callback; every other frame above the loop is cancelled.
+    fn loop_control(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        err: &Error,
+        origin_on_top: bool,
+    ) -> Option<Act> {
+        let (label, brk) = match err.control_ref() {
+            Control::Break(l) => (l.as_deref(), true),
+            Control::Continue(l) => (l.as_deref(), false),
+            Control::None => return None,
+        };
+        let frames = &mut self.st(sid).frames;
+        let l = frames.iter().rposition(|f| {
+            f.kind == Kind::Loop
+                && match label {
+                    None => true,
+                    Some(want) => {
+                        f.extra
+                            .as_ref()
+                            .and_then(|x| x.rare_ref())
+                            .and_then(|r| r.lp.as_ref())
+                            .and_then(|lp| lp.label.as_deref())
+                            == Some(want)
+                    }
+                }
+        })?;
+        if origin_on_top && self.st(sid).frames.len() > l + 1 {
+            self.pop_frame(sched, sid, false);
+        }
+        while self.st(sid).frames.len() > l + 1 {
+            self.pop_frame(sched, sid, true);
+        }
+        if brk {
+            self.pop_frame(sched, sid, false);
+        } else {
+            let st = self.st(sid);
+            let seg = st.frames[l].seg as usize;
+            st.queue.truncate(seg);
+        }
+        sched.clear_args();
+        Some(Act::Next)
+    }
+}
