@@ -5,7 +5,7 @@
 
 use super::{panic_error, Flow};
 use crate::error::{codes, Control, Error};
-use crate::steps::frame::{Act, Kind, Strand, HANDLED, WAIT};
+use crate::steps::frame::{Act, Kind, HANDLED, WAIT};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -49,15 +49,10 @@ impl Flow {
     /// Records `err` in the state with the `async_stack` of strand `sid`:
     /// the frame names from the root down through the parent strands.
     fn record_error(&mut self, sid: u32, err: &Error) {
-        let Flow {
-            main, side, state, ..
-        } = self;
-        let strand = |id: u32| -> &Strand {
-            match id {
-                0 => main,
-                n => &side.as_ref().expect("branch strand").branches[n as usize - 1],
-            }
-        };
+        // The state is moved out while the frames are read (no allocation:
+        // an empty `State` is `None`).
+        let mut state = std::mem::take(&mut self.state);
+        let strand = |id: u32| self.st_get(id).expect("live strand");
         state.record_error(err, |out| {
             let mut chain: smallvec::SmallVec<[u32; 4]> = smallvec::smallvec![sid];
             let mut cur = sid;
@@ -79,6 +74,7 @@ impl Flow {
                 out.extend(frames[..upto].iter().map(|f| (f.name)()));
             }
         });
+        self.state = state;
     }
 
     /// Error handling (spec 1.2): walk the levels down from the top frame
