@@ -126,13 +126,19 @@ pub fn fmt_rate(v: f64) -> String {
     } else {
         (v, "")
     };
-    if x >= 100.0 {
-        format!("{x:.0}{s}")
+    three_digits(x, s)
+}
+
+/// `x` with three significant digits (for `x` ≥ 1), then `suffix`.
+fn three_digits(x: f64, suffix: &str) -> String {
+    let decimals = if x >= 100.0 {
+        0
     } else if x >= 10.0 {
-        format!("{x:.1}{s}")
+        1
     } else {
-        format!("{x:.2}{s}")
-    }
+        2
+    };
+    format!("{x:.decimals$}{suffix}")
 }
 
 /// `12.3 ns`, `4.56 µs`, `1.23 ms`.
@@ -144,13 +150,7 @@ pub fn fmt_ns(ns: f64) -> String {
     } else {
         (ns, "ns")
     };
-    if x >= 100.0 {
-        format!("{x:.0} {u}")
-    } else if x >= 10.0 {
-        format!("{x:.1} {u}")
-    } else {
-        format!("{x:.2} {u}")
-    }
+    three_digits(x, &format!(" {u}"))
 }
 
 /// `1.23x`; small ratios keep two significant digits (`0.012x`).
