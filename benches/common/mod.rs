@@ -15,24 +15,10 @@ pub fn full_run() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
-/// Median, min and max of a set of figures.
-#[derive(Clone, Copy)]
-pub struct Stats {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Stats {
-    pub fn of(mut v: Vec<f64>) -> Self {
-        v.sort_by(f64::total_cmp);
-        Stats {
-            median: v[v.len() / 2],
-            min: v[0],
-            max: v[v.len() - 1],
-        }
-    }
-}
+// Median, min and max, shared with the `asyncsteps-bench` harness.
+#[path = "../../examples/common/stats.rs"]
+mod stats;
+pub use stats::Stats;
 
 /// Per-op ns of `batches` batches of each side, alternating, after one
 /// untimed warm-up of each.

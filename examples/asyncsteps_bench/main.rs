@@ -42,6 +42,9 @@ mod tokio_peer;
 // The cross-loop workloads, shared with `benches/runtime.rs` and `benches/sync.rs`.
 #[path = "../common/xloop.rs"]
 mod xloop;
+// Median, min and max, shared with the criterion benches.
+#[path = "../common/stats.rs"]
+mod stats;
 
 use bench::{run_round, Ctx, Round, Side, Workload};
 use clap::Parser;
