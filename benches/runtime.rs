@@ -33,12 +33,11 @@ mod xloop;
 
 use common::{ab, full_run, profiling, Stats};
 use criterion::{Criterion, Throughput};
-use futoin_asyncsteps::{ArgValue, AsyncSteps, ExternalHandle, Runtime};
+use futoin_asyncsteps::{AsyncSteps, Runtime};
 use std::hint::black_box;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use xloop::{ours_xthread, tokio_xthread, Latch};
+use xloop::{ours_ping, ours_xthread, tokio_xthread, Latch};
 
 const XTHREAD_N: usize = 1_000_000;
 const PING_N: usize = 100_000;
@@ -79,71 +78,6 @@ fn tokio_ct(io: bool) -> tokio::runtime::Runtime {
 // ---------------------------------------------------------------- xthread
 
 // -------------------------------------------------------------- ping-pong
-
-/// What a player hands the other: its own waiting step, or `None` to stop.
-struct Ball(Option<ExternalHandle>);
-impl ArgValue for Ball {}
-
-type Slot = Arc<Mutex<Option<ExternalHandle>>>;
-
-/// One volley, as the steps of a loop iteration: complete the peer's
-/// waiting step with our own next handle, wait, keep the handle that comes
-/// back (or leave the loop on `None`).
-fn volley(s: &mut futoin_asyncsteps::Step<'_>, slot: &Slot) -> futoin_asyncsteps::StepResult {
-    let sl = slot.clone();
-    s.add(move |s, ()| {
-        let peer = sl.lock().expect("slot").take().expect("a ball to hit");
-        let me = s.wait_external();
-        peer.success((Ball(Some(me)),)).expect("the peer waits");
-        Ok(())
-    });
-    let sl = slot.clone();
-    s.add(move |s, (b,): (Ball,)| match b.0 {
-        Some(h) => {
-            *sl.lock().expect("slot") = Some(h);
-            Ok(())
-        }
-        None => s.break_loop(),
-    });
-    Ok(())
-}
-
-/// `rounds` round trips between a flow on loop 0 and one on loop 1.
-fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
-    let (tx, rx) = std::sync::mpsc::channel();
-    // B: publishes its first waiting step, then returns every ball.
-    let mut b = AsyncSteps::new();
-    b.add(move |s, ()| {
-        tx.send(s.wait_external()).expect("main waits");
-        Ok(())
-    });
-    let b_slot: Slot = Arc::default();
-    let sl = b_slot.clone();
-    b.add(move |_, (ball,): (Ball,)| {
-        *sl.lock().expect("slot") = ball.0;
-        Ok(())
-    });
-    b.loop_(move |s| volley(s, &b_slot));
-    let b_done = rt.loop_handle(1).expect("loop 1").promise::<()>(b);
-    let first = rx.recv().expect("B's first handle");
-
-    // A: serves `rounds` times, then tells B to stop.
-    let a_slot: Slot = Arc::new(Mutex::new(Some(first)));
-    let mut a = AsyncSteps::new();
-    let sl = a_slot.clone();
-    a.repeat(rounds, move |s, _| volley(s, &sl));
-    a.add(move |_, ()| {
-        let peer = a_slot.lock().expect("slot").take().expect("B waits");
-        peer.success((Ball(None),)).expect("B waits");
-        Ok(())
-    });
-    let t = Instant::now();
-    let a_done = rt.loop_handle(0).expect("loop 0").promise::<()>(a);
-    a_done.wait().expect("A ends");
-    let el = t.elapsed();
-    b_done.wait().expect("B ends");
-    el
-}
 
 /// Two current-thread runtimes, each on its own thread, one task each,
 /// passing a counter over two `mpsc` channels.
