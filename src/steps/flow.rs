@@ -13,7 +13,6 @@ use crate::steps::result::Completion;
 use crate::steps::result::FutureWake;
 use crate::steps::step::{Outcome, Step};
 use crate::tool::scheduler::{FlowKey, Scheduler, BURST};
-use crate::tool::shared::Shared;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -128,14 +127,7 @@ impl Flow {
     }
 
     #[inline]
-    pub(crate) fn init(
-        &mut self,
-        shared: &Arc<Shared>,
-        key: FlowKey,
-        root: AsyncSteps,
-        done: Option<Arc<Completion>>,
-    ) {
-        self.key = key;
+    pub(crate) fn init(&mut self, root: AsyncSteps) {
         let AsyncSteps { mut steps, state } = root;
         let q = &mut self.main.queue;
         if steps.spilled() && q.capacity() < steps.len() {
@@ -149,14 +141,20 @@ impl Flow {
             while let Some(s) = steps.pop() {
                 q.push(s);
             }
+            if !steps.spilled() {
+                // Empty and inline: it owns nothing, so skip its drop.
+                std::mem::forget(steps);
+            }
         }
         self.main.live = true;
         self.state.adopt(state);
-        if let Some(d) = &done {
-            d.bind(shared, key);
-        }
-        self.done = done;
         self.start = true;
+    }
+
+    /// Who waits for the result (set once the flow has its key).
+    #[inline]
+    pub(crate) fn set_done(&mut self, done: Option<Arc<Completion>>) {
+        self.done = done;
     }
 
     /// Clears the flow for reuse, keeping allocations.
@@ -419,7 +417,7 @@ impl Flow {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_frame(
         &mut self,
         sid: u32,
@@ -594,6 +592,7 @@ impl Flow {
     }
 
     /// Decides what follows a step's execute callback.
+    #[inline(always)]
     fn after_call(
         &mut self,
         sched: &mut Scheduler,

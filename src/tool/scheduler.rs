@@ -276,10 +276,17 @@ impl Scheduler {
     /// Empties the args register outside any flow's own catch: a value
     /// whose `Drop` panics becomes an `InternalError` instead of unwinding
     /// out of the loop.
+    #[inline]
     fn clear_args_caught(&mut self) -> Result<(), Error> {
         if self.args.is_empty() {
             return Ok(());
         }
+        self.drop_args_caught()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_args_caught(&mut self) -> Result<(), Error> {
         let a = std::mem::take(&mut self.args);
         catch_unwind(AssertUnwindSafe(move || drop(a))).map_err(flow_panic_error)
     }
@@ -372,11 +379,20 @@ impl Scheduler {
     #[inline]
     pub(crate) fn start(&mut self, root: AsyncSteps, done: Option<Arc<Completion>>) -> FlowHandle {
         let mut flow = self.pool.pop().unwrap_or_default();
-        let key = self.flows.insert(None);
-        self.peak_flows = self.peak_flows.max(self.flows.len());
-        flow.init(&self.shared, key, root, done);
+        flow.init(root);
         flow.queued = true;
-        self.flows[key] = Some(flow);
+        let key = self.flows.insert_with_key(|key| {
+            flow.key = key;
+            Some(flow)
+        });
+        // A pooled or new flow has no `done`: set only when there is one.
+        if let Some(d) = done {
+            d.bind(&self.shared, key);
+            if let Some(Some(f)) = self.flows.get_mut(key) {
+                f.set_done(Some(d));
+            }
+        }
+        self.peak_flows = self.peak_flows.max(self.flows.len());
         self.queue.push_back(Entry::Flow(key));
         FlowHandle {
             shared: self.shared.clone(),

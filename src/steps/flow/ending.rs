@@ -13,20 +13,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 impl Flow {
     /// Removes the top frame of `sid`. With `cancel`, its cancel callback
     /// runs first (and a parallel frame cancels its branches).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_frame(&mut self, sched: &mut Scheduler, sid: u32, cancel: bool) {
         let st = self.st(sid);
-        let Some(mut f) = st.frames.pop() else {
+        let Some(f) = st.frames.pop() else {
             return;
         };
         st.queue.truncate(f.seg as usize);
         // A plain frame (no wait token, nothing in `Extra`) has no activity
         // to end: the common case stays inline.
         if f.wait.is_some() || f.extra.is_some() {
-            self.end_frame(sched, &mut f, cancel);
-            if let Some(x) = f.extra.take() {
-                sched.recycle_extra(x);
-            }
+            self.end_popped(sched, f, cancel);
         } else {
             // Every field is named (a new one must be looked at here): of
             // those that need dropping, only the handler can be set, so the
@@ -44,6 +41,14 @@ impl Flow {
             } = f;
             drop(catch);
             std::mem::forget((wait, extra));
+        }
+    }
+
+    /// Ends a popped frame that has a wait token or an `Extra`.
+    fn end_popped(&mut self, sched: &mut Scheduler, mut f: Frame, cancel: bool) {
+        self.end_frame(sched, &mut f, cancel);
+        if let Some(x) = f.extra.take() {
+            sched.recycle_extra(x);
         }
     }
 
@@ -157,7 +162,23 @@ impl Flow {
     /// For the main strand this ends the flow: the result comes back as
     /// [`Act::End`].
     /// `Ok`: its result args are in the register.
+    #[inline]
     pub(super) fn strand_done(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        res: Result<(), Error>,
+    ) -> Option<Act> {
+        if sid == 0 {
+            // The main strand has no parent: the flow ends.
+            self.release_strand(0);
+            return Some(Act::End(res));
+        }
+        self.branch_done(sched, sid, res)
+    }
+
+    /// [`strand_done`](Self::strand_done) for a parallel branch.
+    fn branch_done(
         &mut self,
         sched: &mut Scheduler,
         sid: u32,
