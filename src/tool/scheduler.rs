@@ -523,7 +523,7 @@ impl Scheduler {
         match msg {
             Msg::Call(f) => self.call_user(f),
             Msg::Execute(root, done) => {
-                self.start(root, done);
+                self.start(*root, done);
             }
             Msg::Complete {
                 flow,
@@ -534,7 +534,7 @@ impl Scheduler {
                 // Success args travel in the register (see `Resume::Complete`).
                 let err = match result {
                     Ok(a) => {
-                        self.args = a;
+                        self.args = a.unpack();
                         None
                     }
                     Err(e) => Some(e),
