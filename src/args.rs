@@ -294,6 +294,25 @@ impl Args {
         self.vals.get_mut(i).and_then(|v| v.take())
     }
 
+    /// Args with `v` in the first slot (or none).
+    #[inline]
+    pub(crate) fn one(v: Option<Value>) -> Self {
+        Args {
+            vals: ManuallyDrop::new([v, None, None, None]),
+        }
+    }
+
+    /// The first slot's value when no other slot holds one; otherwise the
+    /// args as they are.
+    #[inline]
+    pub(crate) fn into_one(mut self) -> Result<Option<Value>, Self> {
+        if self.vals[1..].iter().all(Option::is_none) {
+            Ok(self.vals[0].take())
+        } else {
+            Err(self)
+        }
+    }
+
     /// The types held, formatted like a tuple type: `(i32, String)`.
     pub fn type_names(&self) -> String {
         let names: Vec<&str> = self.vals.iter().flatten().map(|v| v.type_name()).collect();

@@ -4,7 +4,7 @@
 use crate::args::{Args, FromArgs, IntoArgs};
 use crate::error::Error;
 use crate::tool::scheduler::FlowKey;
-use crate::tool::shared::{Msg, Shared};
+use crate::tool::shared::{Msg, Packed, Shared};
 use parking_lot::{Condvar, Mutex};
 use std::borrow::Cow;
 use std::future::Future;
@@ -111,7 +111,7 @@ impl ExternalHandle {
         ExternalHandle { token: t }
     }
 
-    fn complete(&self, result: Result<Args, Error>, what: &'static str) -> Result<(), Error> {
+    fn complete(&self, result: Result<Packed, Error>, what: &'static str) -> Result<(), Error> {
         if !self.token.claim() {
             return Err(Error::internal(what));
         }
@@ -130,7 +130,7 @@ impl ExternalHandle {
     /// Fails with `InternalError` when the step has already ended.
     pub fn success(&self, args: impl IntoArgs) -> Result<(), Error> {
         self.complete(
-            Ok(args.into_args()),
+            Ok(Packed::new(args.into_args())),
             "external success(): the step has already ended",
         )
     }

@@ -65,13 +65,14 @@ impl ToolHandle {
 
     /// Starts a flow on the loop; unhandled errors go to its hook.
     pub fn execute(&self, root: AsyncSteps) {
-        self.shared.send(Msg::Execute(root, None));
+        self.shared.send(Msg::Execute(Box::new(root), None));
     }
 
     /// Starts a flow on the loop and returns its result.
     pub fn promise<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
         let c = Completion::new(Some(self.shared.clone()));
-        self.shared.send(Msg::Execute(root, Some(c.clone())));
+        self.shared
+            .send(Msg::Execute(Box::new(root), Some(c.clone())));
         Promise::new(c)
     }
 

@@ -8,7 +8,7 @@ use crate::steps::frame::Extra;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, FlowHandle, WaitToken};
 use crate::tool::shared::{Msg, OwnerGuard, Shared};
-use crate::tool::timers::{Entry as Timer, Timers};
+use crate::tool::timers::Timers;
 use slotmap::{new_key_type, SlotMap};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -244,14 +244,10 @@ impl Scheduler {
         let at = self
             .now
             .checked_add(delay.min(FAR))
-            .unwrap_or(self.now + Duration::from_secs(24 * 3600));
+            .unwrap_or_else(|| self.now + Duration::from_secs(24 * 3600));
         let h = self.tasks.insert(TaskSlot { task, timer: true });
         self.order += 1;
-        self.timers.push(Timer {
-            at,
-            order: self.order,
-            item: h,
-        });
+        self.timers.push(at, self.order, h);
         h
     }
 
@@ -539,7 +535,7 @@ impl Scheduler {
         match msg {
             Msg::Call(f) => self.call_user(f),
             Msg::Execute(root, done) => {
-                self.start(root, done);
+                self.start(*root, done);
             }
             Msg::Complete {
                 flow,
@@ -550,7 +546,7 @@ impl Scheduler {
                 // Success args travel in the register (see `Resume::Complete`).
                 let err = match result {
                     Ok(a) => {
-                        self.args = a;
+                        self.args = a.unpack();
                         None
                     }
                     Err(e) => Some(e),
@@ -583,12 +579,8 @@ impl Scheduler {
     /// Moves due timers to the immediate queue; returns how many.
     pub(crate) fn fire_timers(&mut self) -> usize {
         let mut n = 0;
-        while let Some(e) = self.timers.peek() {
-            if e.at > self.now {
-                break;
-            }
-            let task = e.item;
-            self.timers.pop();
+        let now = self.timers.since_origin(self.now);
+        while let Some(task) = self.timers.pop_due(now) {
             if let Some(slot) = self.tasks.get_mut(task) {
                 // Out of the heap now: cancelling it no longer leaves a stale entry.
                 slot.timer = false;
@@ -642,9 +634,9 @@ impl Scheduler {
 
     /// Time of the earliest live timer.
     pub(crate) fn next_deadline(&mut self) -> Option<Instant> {
-        while let Some(e) = self.timers.peek() {
-            if self.tasks.contains_key(e.item) {
-                return Some(e.at);
+        while let Some((at, &task)) = self.timers.peek() {
+            if self.tasks.contains_key(task) {
+                return Some(at);
             }
             self.timers.pop();
             self.stale_timers = self.stale_timers.saturating_sub(1);

@@ -1,6 +1,6 @@
 //! The part of a loop that other threads may touch: the inbox and its waker.
 
-use crate::args::Args;
+use crate::args::{Args, Value};
 use crate::error::Error;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
@@ -13,17 +13,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// A message for the owner loop, pushed from any thread.
+///
+/// Kept to 40 bytes (see the test `a_message_is_40_bytes`), not 144: the
+/// inbox stores messages in blocks of 63 that the producer allocates and
+/// zeroes, and every byte of a message crosses from the producer's core to
+/// the loop's.
 pub(crate) enum Msg {
     /// Run a closure on the loop.
     Call(Box<dyn FnOnce(&mut Scheduler) + Send>),
-    /// Start a flow (from a remote [`ToolHandle`](crate::ToolHandle)).
-    Execute(AsyncSteps, Option<Arc<Completion>>),
+    /// Start a flow (from a remote [`ToolHandle`](crate::ToolHandle)); the
+    /// model (136 bytes) is boxed.
+    Execute(Box<AsyncSteps>, Option<Arc<Completion>>),
     /// An external completion of a waiting step.
     Complete {
         flow: FlowKey,
         strand: u32,
         seq: u32,
-        result: Result<Args, Error>,
+        result: Result<Packed, Error>,
     },
     /// Root cancel.
     Cancel(FlowKey),
@@ -35,6 +41,35 @@ pub(crate) enum Msg {
     },
     /// Stop a loop that runs in `run()` mode.
     Stop,
+}
+
+/// Success [`Args`] in three words instead of twelve, for a message: no
+/// value or one (the common case) inline, more in a box.
+pub(crate) enum Packed {
+    /// Only the first slot may hold a value.
+    One(Option<Value>),
+    /// Any other shape, as it was (gaps included).
+    Many(Box<Args>),
+}
+
+impl Packed {
+    /// Packs `a` (it unpacks to the same values in the same slots).
+    #[inline]
+    pub(crate) fn new(a: Args) -> Self {
+        match a.into_one() {
+            Ok(v) => Packed::One(v),
+            Err(a) => Packed::Many(Box::new(a)),
+        }
+    }
+
+    /// The args back.
+    #[inline]
+    pub(crate) fn unpack(self) -> Args {
+        match self {
+            Packed::One(v) => Args::one(v),
+            Packed::Many(b) => *b,
+        }
+    }
 }
 
 /// Shared, thread-safe side of one loop.
@@ -261,5 +296,33 @@ impl Shared {
     /// Messages waiting; owner thread only.
     pub(crate) fn depth(&self) -> usize {
         self.local(|q| q.len()) + self.inbox.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{FromArgs, IntoArgs};
+
+    #[test]
+    fn a_message_is_40_bytes() {
+        assert!(std::mem::size_of::<Msg>() <= 40);
+    }
+
+    #[test]
+    fn packed_args_unpack_to_the_same_slots() {
+        let types = |a: &Args| a.type_names();
+        assert_eq!(types(&Packed::new(Args::new()).unpack()), "()");
+        let mut one = Packed::new((7u32,).into_args()).unpack();
+        assert_eq!(<(u32,)>::from_args(&mut one).unwrap(), (7,));
+        let two = Packed::new((1u8, String::from("x")).into_args());
+        assert!(matches!(two, Packed::Many(_)));
+        assert_eq!(types(&two.unpack()), "(u8, String)");
+        // A gap before the last value is kept as it is.
+        let mut gap = (1u8, 2u16).into_args();
+        let _ = gap.take(0);
+        let gap = Packed::new(gap).unpack();
+        assert!(gap.get(0).is_none());
+        assert!(matches!(gap.get(1), Some(Value::U16(2))));
     }
 }

@@ -6,40 +6,52 @@
 //! pop walks ~20 levels of a 32 MB array. Here a timer goes by its
 //! millisecond tick (since the loop's start) into one of three places:
 //!
-//! - `due`: a small exact heap of the entries whose tick is `<= cur`, the
-//!   tick the wheel has reached (about one millisecond's worth);
+//! - due: the entries whose tick is `<= cur`, the tick the wheel has
+//!   reached (about one millisecond's worth). They are kept in two parts:
+//!   `run`, the drained slots, sorted once and then taken from the front
+//!   (no per-entry heap work for the bulk of the timers), and `late`, a
+//!   small heap of the timers pushed with a tick already `<= cur`. The
+//!   earliest due timer is the smaller of the two heads;
 //! - `slots`: a ring of `SLOTS` vectors, one per tick in
 //!   `(cur, cur + SLOTS)`, with a bitmap of the non-empty ones; inserting
 //!   is a `Vec::push`;
 //! - `far`: a heap for ticks `>= cur + SLOTS` (beyond ~4 s), moved into the
 //!   ring as `cur` gets near them.
 //!
-//! `peek`/`pop` return the exact minimum: when `due` is empty the wheel
-//! first moves `cur` to the next non-empty tick and drains that slot into
-//! `due`. `cur` may run ahead of the loop's clock; entries in `due` simply
-//! wait there until their time comes, and a new timer whose tick is not
-//! past `cur` goes straight into `due`. Ties at the same instant keep their
-//! `order` (FIFO), as with a plain heap.
+//! `peek`/`pop` return the exact minimum: when nothing is due the wheel
+//! first moves `cur` to the next non-empty tick and drains that slot. `cur`
+//! may run ahead of the loop's clock; due entries simply wait until their
+//! time comes, and a new timer whose tick is not past `cur` goes straight
+//! into `late`. Ties at the same instant keep their `order` (FIFO), as with
+//! a plain heap.
+//!
+//! An entry keeps its instant as nanoseconds since the wheel's origin (a
+//! `u64`: exact, and enough for 584 years; the scheduler caps delays at
+//! 100), so an entry is three words and its tick one division.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
 
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
+const NS_PER_TICK: u64 = 1_000_000;
 
 /// A min-queue of `(at, order, payload)`; see the module docs.
 pub(crate) struct Timers<T: Ord> {
     origin: Instant,
     cur: u64,
-    due: BinaryHeap<Reverse<Entry<T>>>,
+    /// Due entries from drained slots, in `(at, order)` order.
+    run: VecDeque<Entry<T>>,
+    /// Due entries pushed when their tick was already reached.
+    late: BinaryHeap<Reverse<Entry<T>>>,
     slots: Vec<Vec<Entry<T>>>,
     occupied: [u64; WORDS],
     far: BinaryHeap<Reverse<Entry<T>>>,
     len: usize,
     /// Entries in `slots` (so an empty ring is not scanned).
     in_slots: usize,
-    /// Buffers of slots drained into `due`, handed to the next slots that
+    /// Buffers of slots drained into `run`, handed to the next slots that
     /// fill, so a steady load does not grow each slot's vector from empty
     /// again every millisecond.
     spare: Vec<Vec<Entry<T>>>,
@@ -52,10 +64,11 @@ const SPARE_CAP: usize = 4096;
 
 /// One timer: ordered by time, then by insertion order.
 #[derive(PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) struct Entry<T: Ord> {
-    pub at: Instant,
-    pub order: u64,
-    pub item: T,
+struct Entry<T: Ord> {
+    /// Nanoseconds since the wheel's origin.
+    at: u64,
+    order: u64,
+    item: T,
 }
 
 impl<T: Ord> Timers<T> {
@@ -64,7 +77,8 @@ impl<T: Ord> Timers<T> {
         Timers {
             origin,
             cur: 0,
-            due: BinaryHeap::new(),
+            run: VecDeque::new(),
+            late: BinaryHeap::new(),
             // Allocated on first use: a loop that never has a timer
             // more than a tick ahead does not pay for the ring.
             slots: Vec::new(),
@@ -80,19 +94,30 @@ impl<T: Ord> Timers<T> {
         self.len
     }
 
-    fn tick(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.origin).as_millis() as u64
+    /// `t` as nanoseconds since the origin (an instant before it counts
+    /// as the origin; none is: the loop's clock starts there).
+    #[inline]
+    pub(crate) fn since_origin(&self, t: Instant) -> u64 {
+        let d = t.saturating_duration_since(self.origin);
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
     }
 
-    pub(crate) fn push(&mut self, e: Entry<T>) {
+    #[inline]
+    fn instant(&self, at: u64) -> Instant {
+        self.origin + Duration::from_nanos(at)
+    }
+
+    /// Adds timer `item` due at `at`; `order` breaks ties (smaller first).
+    pub(crate) fn push(&mut self, at: Instant, order: u64, item: T) {
         self.len += 1;
-        self.place(e);
+        let at = self.since_origin(at);
+        self.place(Entry { at, order, item });
     }
 
     fn place(&mut self, e: Entry<T>) {
-        let t = self.tick(e.at);
+        let t = e.at / NS_PER_TICK;
         if t <= self.cur {
-            self.due.push(Reverse(e));
+            self.late.push(Reverse(e));
         } else if t < self.cur + SLOTS as u64 {
             if self.slots.is_empty() {
                 self.slots.resize_with(SLOTS, Vec::new);
@@ -112,27 +137,68 @@ impl<T: Ord> Timers<T> {
         }
     }
 
-    /// The earliest timer (exact), moving the wheel forward as needed.
-    pub(crate) fn peek(&mut self) -> Option<&Entry<T>> {
-        if self.due.is_empty() {
-            self.fill_due();
+    /// True when the earliest due entry is in `late` rather than `run`
+    /// (both are checked by the caller to be not both empty).
+    #[inline]
+    fn late_first(&self) -> bool {
+        match (self.run.front(), self.late.peek()) {
+            (Some(r), Some(Reverse(l))) => l < r,
+            (None, _) => true,
+            (Some(_), None) => false,
         }
-        self.due.peek().map(|Reverse(e)| e)
     }
 
-    /// Removes and returns the earliest timer.
-    pub(crate) fn pop(&mut self) -> Option<Entry<T>> {
-        if self.due.is_empty() {
+    /// The earliest entry (exact), moving the wheel forward as needed.
+    fn head(&mut self) -> Option<&Entry<T>> {
+        if self.run.is_empty() && self.late.is_empty() {
             self.fill_due();
         }
-        let e = self.due.pop()?.0;
+        if self.late_first() {
+            self.late.peek().map(|Reverse(e)| e)
+        } else {
+            self.run.front()
+        }
+    }
+
+    fn pop_entry(&mut self) -> Option<Entry<T>> {
+        if self.run.is_empty() && self.late.is_empty() {
+            self.fill_due();
+        }
+        let e = if self.late_first() {
+            self.late.pop()?.0
+        } else {
+            self.run.pop_front()?
+        };
         self.len -= 1;
         Some(e)
     }
 
+    /// The earliest timer (exact): its instant and item.
+    pub(crate) fn peek(&mut self) -> Option<(Instant, &T)> {
+        let origin = self.origin;
+        self.head()
+            .map(|e| (origin + Duration::from_nanos(e.at), &e.item))
+    }
+
+    /// Removes and returns the earliest timer.
+    pub(crate) fn pop(&mut self) -> Option<(Instant, T)> {
+        self.pop_entry().map(|e| (self.instant(e.at), e.item))
+    }
+
+    /// Removes and returns the earliest timer if it is due at `now`
+    /// (nanoseconds since the origin, from [`since_origin`](Self::since_origin)).
+    #[inline]
+    pub(crate) fn pop_due(&mut self, now: u64) -> Option<T> {
+        if self.head()?.at > now {
+            return None;
+        }
+        self.pop_entry().map(|e| e.item)
+    }
+
     /// Keeps only the timers for which `keep` holds.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
-        self.due.retain(|Reverse(e)| keep(&e.item));
+        self.run.retain(|e| keep(&e.item));
+        self.late.retain(|Reverse(e)| keep(&e.item));
         self.far.retain(|Reverse(e)| keep(&e.item));
         for (i, s) in self.slots.iter_mut().enumerate() {
             if !s.is_empty() {
@@ -145,16 +211,16 @@ impl<T: Ord> Timers<T> {
             }
         }
         self.in_slots = self.slots.iter().map(Vec::len).sum::<usize>();
-        self.len = self.due.len() + self.far.len() + self.in_slots;
+        self.len = self.run.len() + self.late.len() + self.far.len() + self.in_slots;
     }
 
-    /// `due` is empty: move `cur` to the next tick that has timers and
-    /// drain it into `due`.
+    /// Nothing is due: move `cur` to the next tick that has timers and
+    /// drain it.
     fn fill_due(&mut self) {
         if let Some(t) = self.next_occupied() {
             self.advance_to(t);
         } else if let Some(Reverse(e)) = self.far.peek() {
-            let t = self.tick(e.at);
+            let t = e.at / NS_PER_TICK;
             self.advance_to(t);
         }
     }
@@ -184,8 +250,9 @@ impl<T: Ord> Timers<T> {
         None
     }
 
-    /// Moves `cur` to `t` (>= cur): every slot up to `t` goes into `due`,
-    /// and far timers now within the ring come into it.
+    /// Moves `cur` to `t` (>= cur): every slot up to `t` is sorted onto
+    /// the back of `run` (a later tick holds only later instants, so `run`
+    /// stays sorted), and far timers now within the ring come into it.
     fn advance_to(&mut self, t: u64) {
         while let Some(s) = self.next_occupied().filter(|&s| s <= t) {
             let i = (s % SLOTS as u64) as usize;
@@ -193,8 +260,15 @@ impl<T: Ord> Timers<T> {
             self.cur = s;
             let mut v = std::mem::take(&mut self.slots[i]);
             self.in_slots -= v.len();
-            self.due.extend(v.drain(..).map(Reverse));
-            if self.spare.len() < SPARE && v.capacity() <= SPARE_CAP {
+            v.sort_unstable();
+            let v = if self.run.is_empty() {
+                // Take the slot's buffer as is; the emptied one is spare.
+                Vec::from(std::mem::replace(&mut self.run, VecDeque::from(v)))
+            } else {
+                self.run.extend(v.drain(..));
+                v
+            };
+            if self.spare.len() < SPARE && v.capacity() <= SPARE_CAP && v.capacity() > 0 {
                 self.spare.push(v);
             }
             self.pull_far();
@@ -208,7 +282,7 @@ impl<T: Ord> Timers<T> {
     fn pull_far(&mut self) {
         let limit = self.cur + SLOTS as u64;
         while let Some(Reverse(e)) = self.far.peek() {
-            if self.tick(e.at) >= limit {
+            if e.at / NS_PER_TICK >= limit {
                 return;
             }
             let Some(Reverse(e)) = self.far.pop() else {
@@ -229,7 +303,8 @@ mod tests {
     fn same_order_as_a_binary_heap() {
         let origin = Instant::now();
         let mut w: Timers<u32> = Timers::new(origin);
-        let mut h: BinaryHeap<Reverse<Entry<u32>>> = BinaryHeap::new();
+        // The reference: a plain heap of (at, order, item).
+        let mut h: BinaryHeap<Reverse<(Instant, u64, u32)>> = BinaryHeap::new();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut rnd = move || {
             x ^= x << 13;
@@ -252,20 +327,30 @@ mod tests {
                 };
                 let at = origin + Duration::from_micros(now_ms * 1000 + d * 1000 + rnd() % 1000);
                 order += 1;
-                w.push(Entry {
-                    at,
-                    order,
-                    item: round,
-                });
-                h.push(Reverse(Entry {
-                    at,
-                    order,
-                    item: round,
-                }));
+                w.push(at, order, round);
+                h.push(Reverse((at, order, round)));
+            } else if r % 9 == 0 {
+                // The scheduler's way: pop what is due at a clock time.
+                let now = origin + Duration::from_micros(now_ms * 1000 + rnd() % 3000);
+                let limit = w.since_origin(now);
+                loop {
+                    let want = match h.peek() {
+                        Some(Reverse((at, _, i))) if *at <= now => Some(*i),
+                        _ => None,
+                    };
+                    assert_eq!(w.pop_due(limit), want);
+                    if want.is_none() {
+                        break;
+                    }
+                    h.pop();
+                }
             } else {
-                assert_eq!(w.peek().map(|e| e.item), h.peek().map(|e| e.0.item));
-                let a = w.pop().map(|e| (e.at, e.item));
-                let b = h.pop().map(|e| (e.0.at, e.0.item));
+                assert_eq!(
+                    w.peek().map(|(at, i)| (at, *i)),
+                    h.peek().map(|e| (e.0 .0, e.0 .2))
+                );
+                let a = w.pop();
+                let b = h.pop().map(|e| (e.0 .0, e.0 .2));
                 assert_eq!(a, b);
                 if let Some((at, _)) = a {
                     now_ms = now_ms.max(at.duration_since(origin).as_millis() as u64);
@@ -273,8 +358,8 @@ mod tests {
             }
             assert_eq!(w.len(), h.len());
         }
-        while let Some(Reverse(e)) = h.pop() {
-            assert_eq!(w.pop().map(|x| x.item), Some(e.item));
+        while let Some(Reverse((at, _, i))) = h.pop() {
+            assert_eq!(w.pop(), Some((at, i)));
         }
         assert!(w.pop().is_none());
         assert_eq!(w.len(), 0);
@@ -285,15 +370,11 @@ mod tests {
         let origin = Instant::now();
         let mut w: Timers<u32> = Timers::new(origin);
         for (i, ms) in [0u64, 5, 3000, 9000, 100_000].into_iter().enumerate() {
-            w.push(Entry {
-                at: origin + Duration::from_millis(ms),
-                order: i as u64,
-                item: i as u32,
-            });
+            w.push(origin + Duration::from_millis(ms), i as u64, i as u32);
         }
         w.retain(|&i| i % 2 == 0);
         assert_eq!(w.len(), 3);
-        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.item)).collect();
+        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.1)).collect();
         assert_eq!(got, [0, 2, 4]);
     }
 
@@ -304,23 +385,11 @@ mod tests {
         let origin = Instant::now();
         let mut w: Timers<u32> = Timers::new(origin);
         let at = |ms| origin + Duration::from_millis(ms);
-        w.push(Entry {
-            at: at(50),
-            order: 1,
-            item: 50,
-        });
-        assert_eq!(w.peek().map(|e| e.item), Some(50));
-        w.push(Entry {
-            at: at(10),
-            order: 2,
-            item: 10,
-        });
-        w.push(Entry {
-            at: at(50),
-            order: 3,
-            item: 51,
-        });
-        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.item)).collect();
+        w.push(at(50), 1, 50);
+        assert_eq!(w.peek().map(|e| *e.1), Some(50));
+        w.push(at(10), 2, 10);
+        w.push(at(50), 3, 51);
+        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.1)).collect();
         assert_eq!(got, [10, 50, 51]);
     }
 }
