@@ -209,7 +209,7 @@ impl<'a> Step<'a> {
                 .iter()
                 .filter_map(|f| f.extra.as_deref())
                 .filter_map(|x| x.rare_ref())
-                .flat_map(|r| r.holds.iter())
+                .flat_map(|r| r.all_holds())
                 .filter(|h| h.id == id && h.is_held())
                 .count()
         }

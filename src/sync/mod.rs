@@ -23,6 +23,7 @@
 //! ```
 
 mod gate;
+mod in_place;
 mod limiter;
 mod mutex;
 mod throttle;
@@ -187,8 +188,15 @@ impl<'a> Step<'a> {
         F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
         A: FromArgs + 'static,
     {
-        let section = Section::new(f);
-        self.push_sync(obj.clone(), section, name_of::<F>())
+        let obj = obj.clone();
+        self.push(StepDef {
+            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, a: Args| {
+                in_place::sync_step(s, obj, a, f, name_of::<F>())
+            })),
+            catch: None,
+            name: name_of::<F>(),
+        });
+        self
     }
 
     /// [`sync`](Step::sync) with an error handler for the critical section
@@ -245,7 +253,7 @@ impl crate::AsyncSteps {
         A: FromArgs + 'static,
     {
         let obj = obj.clone();
-        self.add(move |s, a: Args| obj.sync(s, a, Section::new(f)))
+        self.add(move |s, a: Args| in_place::sync_step(s, obj, a, f, name_of::<F>()))
     }
 
     /// [`sync`](Self::sync) with an error handler for the critical section.

@@ -56,7 +56,7 @@ pub struct Mutex {
     core: Arc<MutexCore>,
 }
 
-struct MutexCore {
+pub(super) struct MutexCore {
     gate: Gate<ExternalHandle>,
     /// `max == 0` is kept, to be reported on use rather than panicking.
     max: u32,
@@ -130,5 +130,17 @@ impl ISync for Mutex {
             ));
         }
         enter(self.core.clone(), "Mutex", s, args, section, true)
+    }
+}
+
+impl super::in_place::Own for Mutex {
+    type Core = MutexCore;
+
+    fn core(&self) -> Option<&Arc<MutexCore>> {
+        (self.core.max != 0).then_some(&self.core)
+    }
+
+    fn into_core(self) -> Arc<MutexCore> {
+        self.core
     }
 }

@@ -57,7 +57,7 @@ pub struct Throttle {
     core: Arc<ThrottleCore>,
 }
 
-struct ThrottleCore {
+pub(super) struct ThrottleCore {
     gate: Gate<ExternalHandle>,
     period: Duration,
     max: u32,
@@ -82,6 +82,24 @@ impl HoldCore for ThrottleCore {
         }
         if self.arm.on_entry() {
             PeriodTimer::schedule(self, s.tool());
+        }
+    }
+}
+
+impl super::in_place::Own for Throttle {
+    type Core = ThrottleCore;
+
+    fn core(&self) -> Option<&Arc<ThrottleCore>> {
+        (self.core.max != 0 && !self.core.period.is_zero()).then_some(&self.core)
+    }
+
+    fn into_core(self) -> Arc<ThrottleCore> {
+        self.core
+    }
+
+    fn admitted(core: &Arc<ThrottleCore>, s: &mut Step<'_>) {
+        if core.arm.on_entry() {
+            PeriodTimer::schedule(core.clone(), s.tool());
         }
     }
 }
