@@ -27,7 +27,7 @@
 use super::mutex::Mutex;
 use super::throttle::Throttle;
 use super::{Hold, HoldCore, ISync, Section};
-use crate::args::{Args, FromArgs};
+use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::NameFn;
 use crate::steps::frame::IN_PLACE;
@@ -64,33 +64,38 @@ fn downcast<T: 'static, S: 'static>(obj: S) -> Result<T, S> {
 
 /// The body of a step made by `Step::sync` / `AsyncSteps::sync`: `f`
 /// (named `section` on `async_stack`) synchronized against `obj`, with the
-/// step's args.
-pub(super) fn sync_step<S, F, A>(
-    s: &mut Step<'_>,
-    obj: S,
-    args: Args,
-    f: F,
-    section: NameFn,
-) -> StepResult
+/// step's args, which are still in the args register.
+pub(super) fn sync_step<S, F, A>(s: &mut Step<'_>, obj: S, f: F, section: NameFn) -> StepResult
 where
     S: ISync,
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
 {
     let obj = match downcast::<Mutex, S>(obj) {
-        Ok(m) => return in_place(s, m, args, f, section),
+        Ok(m) => return in_place(s, m, f, section),
         Err(obj) => obj,
     };
     let obj = match downcast::<Throttle, S>(obj) {
-        Ok(t) => return in_place(s, t, args, f, section),
+        Ok(t) => return in_place(s, t, f, section),
         Err(obj) => obj,
     };
+    general(s, obj, f)
+}
+
+/// The general path: `ISync::sync` with the step's args and the section.
+fn general<S, F, A>(s: &mut Step<'_>, obj: S, f: F) -> StepResult
+where
+    S: ISync,
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    let args = std::mem::take(s.args());
     obj.sync(s, args, Section::new(f))
 }
 
 /// Runs `f` in place when `obj`'s lock is free and nothing else forbids
 /// it (see the module docs); else the general path.
-fn in_place<O, F, A>(s: &mut Step<'_>, obj: O, args: Args, f: F, section: NameFn) -> StepResult
+fn in_place<O, F, A>(s: &mut Step<'_>, obj: O, f: F, section: NameFn) -> StepResult
 where
     O: Own,
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
@@ -100,13 +105,12 @@ where
         .core()
         .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
     if !admitted {
-        return obj.sync(s, args, Section::new(f));
+        return general(s, obj, f);
     }
     let core = obj.into_core();
     O::admitted(&core, s);
     s.run_in_place(Hold::new(id_of(&core), core, true), section);
-    // The section takes its args from the register, as a sub-step does.
-    *s.args() = args;
+    // From the register, as a sub-step takes them.
     let a = A::from_args(s.args())?;
     f(s, a)
 }

@@ -190,8 +190,10 @@ impl<'a> Step<'a> {
     {
         let obj = obj.clone();
         self.push(StepDef {
-            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, a: Args| {
-                in_place::sync_step(s, obj, a, f, name_of::<F>())
+            // The args stay in the register: the section in place takes
+            // them from there.
+            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, ()| {
+                in_place::sync_step(s, obj, f, name_of::<F>())
             })),
             catch: None,
             name: name_of::<F>(),
@@ -253,7 +255,7 @@ impl crate::AsyncSteps {
         A: FromArgs + 'static,
     {
         let obj = obj.clone();
-        self.add(move |s, a: Args| in_place::sync_step(s, obj, a, f, name_of::<F>()))
+        self.add(move |s, ()| in_place::sync_step(s, obj, f, name_of::<F>()))
     }
 
     /// [`sync`](Self::sync) with an error handler for the critical section.
