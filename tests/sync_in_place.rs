@@ -570,3 +570,70 @@ fn interleaving_and_step_references_match_the_general_path() {
     assert!(first_of_1 < last_of_0, "{log:#?}");
     same!(interleaving, throttle());
 }
+
+/// The `async_stack` of a failing section, its args (none, then some) and
+/// the code, when the lock is free (in place) and when the flow had to
+/// queue for it (wait step, then the section).
+fn free_or_contended(contended: bool) -> Vec<String> {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let h = HandleSlot::default();
+    let holder = contended.then(|| {
+        let mut root = AsyncSteps::new();
+        let h1 = h.clone();
+        root.sync(&m, move |s, ()| {
+            h1.put(s.wait_external());
+            Ok(())
+        });
+        root.promise::<()>(&mut tool)
+    });
+    tool.run_all_ready();
+    let mut root = AsyncSteps::new();
+    for with_args in [false, true] {
+        let (r1, r2, m1) = (r.clone(), r.clone(), m.clone());
+        root.add_catch(
+            move |s, ()| {
+                if with_args {
+                    // The sync step gets the result of the step before it.
+                    s.add(|s, ()| s.success((7i32,)));
+                    s.sync(&m1, move |_, (v,): (i32,)| {
+                        r1.push(format!("args {v}"));
+                        Err(Error::with_info("X", format!("{v}")))
+                    });
+                } else {
+                    s.sync(&m1, move |_, a: Args| {
+                        r1.push(format!("args {}", a.len()));
+                        Err(Error::with_info("X", "none"))
+                    });
+                }
+                Ok(())
+            },
+            move |s, e| {
+                let stack = s.state().async_stack().join(" > ");
+                r2.push(format!("{} {:?} [{stack}]", e.code(), e.info()));
+                s.success(())
+            },
+        );
+    }
+    let p = root.promise::<()>(&mut tool);
+    tool.run_all_ready();
+    if let Some(holder) = holder {
+        h.take().success(()).unwrap();
+        tool.block_on(holder).unwrap();
+    }
+    tool.block_on(p).unwrap();
+    assert_eq!(m.counts(), (0, 0));
+    r.get()
+}
+
+#[test]
+fn a_queued_section_gets_the_same_args_and_async_stack() {
+    let free = free_or_contended(false);
+    assert_eq!(free, free_or_contended(true));
+    assert_eq!(free.len(), 4);
+    assert_eq!(free[0], "args 0");
+    assert!(free[1].starts_with("X Some(\"none\") ["), "{free:?}");
+    assert_eq!(free[2], "args 7");
+    assert!(free[3].starts_with("X Some(\"7\") ["), "{free:?}");
+}

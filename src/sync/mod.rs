@@ -273,6 +273,8 @@ impl crate::AsyncSteps {
 
 /// What a [`Hold`] gives back when its step ends.
 pub(crate) trait HoldCore: Send + Sync + 'static {
+    /// The object's kind, for error messages.
+    fn what(&self) -> &'static str;
     /// The gate of this object.
     fn gate(&self) -> &Gate<ExternalHandle>;
     /// An admitted flow leaves (Mutex: free the slot; Throttle: nothing,
@@ -355,13 +357,13 @@ fn resume(n: Arc<Node<ExternalHandle>>) {
 /// be refused (Mutex) rather than queued (Throttle frees slots by time).
 fn enter(
     core: Arc<dyn HoldCore>,
-    what: &'static str,
     s: &mut Step<'_>,
     args: Args,
     section: Section,
     deadlock_check: bool,
 ) -> StepResult {
     let id = Arc::as_ptr(&core) as *const () as usize;
+    let what = core.what();
     if s.has_pending_hold(id) {
         return Err(Error::internal(format!(
             "{what}: this step already waits for the same object; sync on it once per step"
@@ -387,9 +389,12 @@ fn enter(
         )));
     }
     s.add_hold(Hold::new(id, core, false));
+    // Only the id is kept (the closure stays in place): the rest comes
+    // from the hold.
     s.add(move |s, ()| {
         let lost = || Error::internal("sync(): the wait step lost its sync step");
         let core = s.parent_hold(id).ok_or_else(lost)?.core.clone();
+        let what = core.what();
         let mut node = None;
         let r = core.gate().enter_or_queue(|| {
             let n = Node::new(s.wait_external());
@@ -411,6 +416,13 @@ fn enter(
         core.entered(s, r == gate::Enter::Queued);
         Ok(())
     });
-    section.add_to(s, args);
+    if args.is_empty() {
+        // The wait step ends with no args (an implicit success, or the
+        // grant's `success(())`): the section gets none without a step
+        // forwarding them.
+        s.push(section.def);
+    } else {
+        section.add_to(s, args);
+    }
     Ok(())
 }

@@ -63,6 +63,9 @@ pub(super) struct MutexCore {
 }
 
 impl HoldCore for MutexCore {
+    fn what(&self) -> &'static str {
+        "Mutex"
+    }
     fn gate(&self) -> &Gate<ExternalHandle> {
         &self.gate
     }
@@ -129,7 +132,7 @@ impl ISync for Mutex {
                 "Mutex: max is 0, so no flow can ever enter",
             ));
         }
-        enter(self.core.clone(), "Mutex", s, args, section, true)
+        enter(self.core.clone(), s, args, section, true)
     }
 }
 

@@ -68,6 +68,9 @@ pub(super) struct ThrottleCore {
 }
 
 impl HoldCore for ThrottleCore {
+    fn what(&self) -> &'static str {
+        "Throttle"
+    }
     fn gate(&self) -> &Gate<ExternalHandle> {
         &self.gate
     }
@@ -217,6 +220,6 @@ impl ISync for Throttle {
                 "Throttle: the period is zero, so it would limit nothing",
             ));
         }
-        enter(self.core.clone(), "Throttle", s, args, section, false)
+        enter(self.core.clone(), s, args, section, false)
     }
 }
