@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use futoin_asyncsteps::sync::{ISync, Mutex, Section, Throttle};
+use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
 use futoin_asyncsteps::{codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool};
 use std::time::Duration;
 
@@ -37,6 +37,13 @@ impl Obj for Mutex {
 impl Obj for Throttle {
     fn counts(&self) -> (u32, u32) {
         Throttle::counts(self)
+    }
+}
+
+impl Obj for Limiter {
+    /// A Limiter shows no counts: the scenarios compare everything else.
+    fn counts(&self) -> (u32, u32) {
+        (0, 0)
     }
 }
 
@@ -78,6 +85,16 @@ fn mutex() -> Mutex {
 
 fn throttle() -> Throttle {
     Throttle::new(u32::MAX, Duration::from_secs(1), None)
+}
+
+/// `concurrent` at once (8 more may wait), and a rate never reached.
+fn limiter(concurrent: u32) -> Limiter {
+    Limiter::new(LimiterOptions {
+        concurrent,
+        max_queue: 8,
+        rate: u32::MAX,
+        ..Default::default()
+    })
 }
 
 /// Args in, sub-steps, results out, at the root (`AsyncSteps::sync`) and
@@ -144,6 +161,9 @@ fn args_and_callback_order_match_the_general_path() {
     let t = same!(args_and_order, throttle());
     assert_eq!(t[0], "root section 20 (1, 0)");
     assert_eq!(t[6], "end (3, 0)");
+    let l = same!(args_and_order, limiter(1));
+    assert_eq!(l[0], "root section 20 (0, 0)");
+    assert_eq!(l.len(), 7);
 }
 
 /// How the section fails in [`stacks`].
@@ -283,6 +303,11 @@ fn errors_and_async_stack_match_the_general_path() {
     assert_eq!(frames(&log[2]).len(), n + 1);
     assert_eq!(frames(&log[8]).len(), n + 2);
     same!(stacks, throttle());
+    // A Limiter's section runs inside its Throttle's section: one more
+    // name (the Limiter's own) between the step and the section.
+    let l = same!(stacks, limiter(1));
+    assert_eq!(frames(&l[0]).len(), n + 1);
+    assert!(frames(&l[0])[n - 1].contains("Limiter"), "{l:?}");
 }
 
 /// Logs the counts of its object when dropped (a `stack()` value).
@@ -369,6 +394,7 @@ fn cancel_and_timeout_while_holding_match_the_general_path() {
         ]
     );
     same!(cancel_and_timeout, throttle());
+    assert_eq!(same!(cancel_and_timeout, limiter(1)).len(), 10);
 }
 
 /// Re-entering from the section, through `Step::sync` and a direct
@@ -444,10 +470,14 @@ fn reentrance_and_branch_deadlock_match_the_general_path() {
         ["in (1, 0)", "nested (1, 0)", "direct (1, 0)", "result 5"]
     );
     same!(reentrance, throttle());
+    assert_eq!(same!(reentrance, limiter(2)).len(), 4);
     let log = same!(deadlock, mutex());
     assert_eq!(log.len(), 1);
     assert!(log[0].starts_with(codes::INTERNAL_ERROR), "{log:?}");
     assert!(log[0].contains("deadlock"), "{log:?}");
+    // One more frame on the stack: the Limiter's own section.
+    let l = same!(deadlock, limiter(1));
+    assert_eq!(l, [log[0].replace("depth 6", "depth 7")]);
 }
 
 /// A section that also takes a second mutex (a direct `ISync::sync`) and
@@ -503,6 +533,14 @@ fn holds_taken_in_the_section_are_released_first_as_in_the_general_path() {
             "waiting (1, 1) (1, 1)",
             "second waiter in (1, 0)",
             "first waiter in (1, 0)"
+        ]
+    );
+    assert_eq!(
+        same!(release_order, limiter(1)),
+        [
+            "waiting (0, 0) (1, 1)",
+            "second waiter in (1, 0)",
+            "first waiter in (0, 0)"
         ]
     );
 }
@@ -569,6 +607,7 @@ fn interleaving_and_step_references_match_the_general_path() {
     let last_of_0 = log.iter().rposition(|l| l.starts_with("flow 0")).unwrap();
     assert!(first_of_1 < last_of_0, "{log:#?}");
     same!(interleaving, throttle());
+    same!(interleaving, limiter(3));
 }
 
 /// The `async_stack` of a failing section, its args (none, then some) and

@@ -26,6 +26,10 @@ pub(crate) struct Outcome {
     pub forward: bool,
     /// `wait_io()` was called: the step's result is the readiness.
     pub io_wait: bool,
+    /// The step is the engine's own `sync` step on a `Limiter` and has done
+    /// nothing else yet: the first `sync::enter` it reaches may run the
+    /// section in place (and clears this).
+    pub engine_sync: bool,
     pub misuse: Option<Error>,
 }
 
@@ -110,6 +114,7 @@ impl<'a> Step<'a> {
                 added: false,
                 forward: false,
                 io_wait: false,
+                engine_sync: false,
                 misuse: None,
             },
         }

@@ -11,6 +11,12 @@
 //! error handler ([`Step::sync_catch`]) and the contended case take the
 //! general path of [`enter`](super::enter).
 //!
+//! A [`Limiter`] goes through its own `ISync::sync` with the step marked
+//! (`Outcome::engine_sync`): the first `enter` it reaches, its Mutex's,
+//! runs the Limiter's section (its Throttle around the user's section) in
+//! place; the Throttle then adds the user's section as a sub-step, as on
+//! the general path.
+//!
 //! What the sub-step would have shown is kept:
 //! - the frame gets the sequence number the section's frame would have
 //!   had, and the step counts (and budget) move as for two steps;
@@ -26,6 +32,7 @@
 
 use super::mutex::Mutex;
 use super::throttle::Throttle;
+use super::Limiter;
 use super::{Hold, HoldCore, ISync, Section};
 use crate::args::FromArgs;
 use crate::error::StepResult;
@@ -79,6 +86,15 @@ where
         Ok(t) => return in_place(s, t, f, section),
         Err(obj) => obj,
     };
+    let obj = match downcast::<Limiter, S>(obj) {
+        Ok(l) => {
+            // Its Mutex may run the Limiter's own section (the Throttle
+            // around `f`) in place: see `enter`.
+            s.out_mut().engine_sync = true;
+            return general(s, l, f);
+        }
+        Err(obj) => obj,
+    };
     general(s, obj, f)
 }
 
@@ -127,22 +143,28 @@ impl Step<'_> {
     /// step, and not when the strand already holds `id` (re-entrance
     /// passes through on the general path).
     fn may_run_in_place(&mut self, id: usize) -> bool {
-        if self.sched.budget == 0 {
+        if !self.may_merge_section() {
             return false;
         }
-        let st = self.flow.st(self.sid);
         // Held below (this step's own frame has no hold yet); the parents
         // of a branch do not count (a branch never inherits their hold).
-        let held = st.frames[..self.depth]
+        let st = self.flow.st(self.sid);
+        !st.frames[..self.depth]
             .iter()
             .filter_map(|f| f.extra.as_deref()?.rare_ref())
-            .any(|r| r.all_holds().any(|h| h.id == id && h.is_held()));
-        !st.fresh && !held
+            .any(|r| r.all_holds().any(|h| h.id == id && h.is_held()))
+    }
+
+    /// Whether a sub-step added now would run right after this step in
+    /// the same turn: the step budget allows one more step, and this is
+    /// not a parallel branch that has yet to let its siblings start.
+    pub(super) fn may_merge_section(&mut self) -> bool {
+        self.sched.budget > 0 && !self.flow.st(self.sid).fresh
     }
 
     /// Turns this step's frame into the section's: the seq and step counts
     /// the sub-step would have taken, the hold, and the section's name.
-    fn run_in_place(&mut self, hold: Hold, section: NameFn) {
+    pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
         let seq = self.flow.seq.checked_add(1).unwrap_or(1);
         self.flow.seq = seq;
         self.sched.steps += 1;

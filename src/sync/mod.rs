@@ -157,6 +157,19 @@ impl Section {
         section
     }
 
+    /// The callback and name of a section without an error handler, to
+    /// run in place (see `in_place`); the section itself otherwise.
+    fn into_in_place(self) -> Result<(crate::steps::inline::Callback, def::NameFn), Section> {
+        match self.def {
+            StepDef {
+                exec: Exec::Fn(f),
+                catch: None,
+                name,
+            } => Ok((f, name)),
+            def => Err(Section { def }),
+        }
+    }
+
     /// Adds the section as a sub-step of `s` that receives `args`. Steps
     /// `s` added before it run first; the section still gets `args`.
     pub fn add_to(self, s: &mut Step<'_>, args: Args) {
@@ -364,6 +377,7 @@ fn enter(
 ) -> StepResult {
     let id = Arc::as_ptr(&core) as *const () as usize;
     let what = core.what();
+    let engine_sync = std::mem::take(&mut s.out_mut().engine_sync);
     if s.has_pending_hold(id) {
         return Err(Error::internal(format!(
             "{what}: this step already waits for the same object; sync on it once per step"
@@ -378,7 +392,25 @@ fn enter(
     let gate = core.gate();
     if gate.try_enter() {
         core.clone().entered(s, false);
-        s.add_hold(Hold::new(id, core, true));
+        let hold = Hold::new(id, core, true);
+        if engine_sync && s.may_merge_section() {
+            match section.into_in_place() {
+                Ok((f, name)) => {
+                    // The Limiter's section (its Throttle around the user's
+                    // section) runs in the engine's sync step; see
+                    // `in_place`.
+                    s.run_in_place(hold, name);
+                    *s.args() = args;
+                    return f.call(s);
+                }
+                Err(section) => {
+                    s.add_hold(hold);
+                    section.add_to(s, args);
+                    return Ok(());
+                }
+            }
+        }
+        s.add_hold(hold);
         section.add_to(s, args);
         return Ok(());
     }
