@@ -112,6 +112,7 @@ impl Flow {
         fn take(st: &mut Strand, out: &mut Vec<crate::sync::Hold>) {
             for f in &mut st.frames {
                 if let Some(r) = f.extra.as_mut().and_then(|x| x.rare_mut()) {
+                    out.extend(r.in_place.take().map(|(h, _)| h));
                     out.extend(r.holds.drain(..));
                 }
             }

@@ -23,6 +23,9 @@ pub(crate) enum Kind {
 pub(crate) const WAIT: u8 = 1;
 /// The error handler of this frame has been taken (it never runs twice).
 pub(crate) const HANDLED: u8 = 2;
+/// A `sync` step that runs its critical section in place (see
+/// `Rare::in_place`).
+pub(crate) const IN_PLACE: u8 = 4;
 
 /// Per-step data most steps never need, allocated on first use (from the
 /// loop's pool). Kept small, so a step waiting on a timer or holding a
@@ -43,6 +46,12 @@ pub(crate) struct Rare {
     /// that takes several objects in one step gets one each). Released
     /// when the frame goes, however it goes.
     pub holds: smallvec::SmallVec<[crate::sync::Hold; 1]>,
+    /// A `sync` step that found its lock free and runs the critical
+    /// section as its own body (frame flag `IN_PLACE`): its stake, and the
+    /// section's name, which follows the step's own on `async_stack` as if
+    /// the section were a sub-step. After `holds`, so the holds the section
+    /// takes are given back first, as from a sub-step's frame.
+    pub in_place: Option<(crate::sync::Hold, NameFn)>,
     /// An I/O readiness wait of this step (`Step::wait_io`).
     pub io: Option<crate::io::IoWait>,
     /// Sources on this frame's stack registered with the reactor.
@@ -88,6 +97,16 @@ impl Frame {
     }
 }
 
+impl Rare {
+    /// Every stake of the frame in sync objects (see `sync::Hold`).
+    #[inline]
+    pub(crate) fn all_holds(&self) -> impl Iterator<Item = &crate::sync::Hold> {
+        self.holds
+            .iter()
+            .chain(self.in_place.as_ref().map(|p| &p.0))
+    }
+}
+
 impl Extra {
     /// The rarely used part, allocated on first use.
     pub(crate) fn rare(&mut self) -> &mut Rare {
@@ -119,6 +138,7 @@ impl Extra {
         }
         if let Some(r) = self.rare.as_deref_mut() {
             r.holds.clear();
+            r.in_place = None;
             r.io = None;
             r.sources.clear();
             r.lp = None;

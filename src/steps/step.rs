@@ -26,6 +26,10 @@ pub(crate) struct Outcome {
     pub forward: bool,
     /// `wait_io()` was called: the step's result is the readiness.
     pub io_wait: bool,
+    /// The step is the engine's own `sync` step on a `Limiter` and has done
+    /// nothing else yet: the first `sync::enter` it reaches may run the
+    /// section in place (and clears this).
+    pub engine_sync: bool,
     pub misuse: Option<Error>,
 }
 
@@ -110,6 +114,7 @@ impl<'a> Step<'a> {
                 added: false,
                 forward: false,
                 io_wait: false,
+                engine_sync: false,
                 misuse: None,
             },
         }
@@ -209,7 +214,7 @@ impl<'a> Step<'a> {
                 .iter()
                 .filter_map(|f| f.extra.as_deref())
                 .filter_map(|x| x.rare_ref())
-                .flat_map(|r| r.holds.iter())
+                .flat_map(|r| r.all_holds())
                 .filter(|h| h.id == id && h.is_held())
                 .count()
         }

@@ -23,6 +23,7 @@
 //! ```
 
 mod gate;
+mod in_place;
 mod limiter;
 mod mutex;
 mod throttle;
@@ -156,6 +157,19 @@ impl Section {
         section
     }
 
+    /// The callback and name of a section without an error handler, to
+    /// run in place (see `in_place`); the section itself otherwise.
+    fn into_in_place(self) -> Result<(crate::steps::inline::Callback, def::NameFn), Section> {
+        match self.def {
+            StepDef {
+                exec: Exec::Fn(f),
+                catch: None,
+                name,
+            } => Ok((f, name)),
+            def => Err(Section { def }),
+        }
+    }
+
     /// Adds the section as a sub-step of `s` that receives `args`. Steps
     /// `s` added before it run first; the section still gets `args`.
     pub fn add_to(self, s: &mut Step<'_>, args: Args) {
@@ -187,8 +201,17 @@ impl<'a> Step<'a> {
         F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
         A: FromArgs + 'static,
     {
-        let section = Section::new(f);
-        self.push_sync(obj.clone(), section, name_of::<F>())
+        let obj = obj.clone();
+        self.push(StepDef {
+            // The args stay in the register: the section in place takes
+            // them from there.
+            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, ()| {
+                in_place::sync_step(s, obj, f, name_of::<F>())
+            })),
+            catch: None,
+            name: name_of::<F>(),
+        });
+        self
     }
 
     /// [`sync`](Step::sync) with an error handler for the critical section
@@ -245,7 +268,7 @@ impl crate::AsyncSteps {
         A: FromArgs + 'static,
     {
         let obj = obj.clone();
-        self.add(move |s, a: Args| obj.sync(s, a, Section::new(f)))
+        self.add(move |s, ()| in_place::sync_step(s, obj, f, name_of::<F>()))
     }
 
     /// [`sync`](Self::sync) with an error handler for the critical section.
@@ -263,6 +286,8 @@ impl crate::AsyncSteps {
 
 /// What a [`Hold`] gives back when its step ends.
 pub(crate) trait HoldCore: Send + Sync + 'static {
+    /// The object's kind, for error messages.
+    fn what(&self) -> &'static str;
     /// The gate of this object.
     fn gate(&self) -> &Gate<ExternalHandle>;
     /// An admitted flow leaves (Mutex: free the slot; Throttle: nothing,
@@ -345,13 +370,14 @@ fn resume(n: Arc<Node<ExternalHandle>>) {
 /// be refused (Mutex) rather than queued (Throttle frees slots by time).
 fn enter(
     core: Arc<dyn HoldCore>,
-    what: &'static str,
     s: &mut Step<'_>,
     args: Args,
     section: Section,
     deadlock_check: bool,
 ) -> StepResult {
     let id = Arc::as_ptr(&core) as *const () as usize;
+    let what = core.what();
+    let engine_sync = std::mem::take(&mut s.out_mut().engine_sync);
     if s.has_pending_hold(id) {
         return Err(Error::internal(format!(
             "{what}: this step already waits for the same object; sync on it once per step"
@@ -366,7 +392,25 @@ fn enter(
     let gate = core.gate();
     if gate.try_enter() {
         core.clone().entered(s, false);
-        s.add_hold(Hold::new(id, core, true));
+        let hold = Hold::new(id, core, true);
+        if engine_sync && s.may_merge_section() {
+            match section.into_in_place() {
+                Ok((f, name)) => {
+                    // The Limiter's section (its Throttle around the user's
+                    // section) runs in the engine's sync step; see
+                    // `in_place`.
+                    s.run_in_place(hold, name);
+                    *s.args() = args;
+                    return f.call(s);
+                }
+                Err(section) => {
+                    s.add_hold(hold);
+                    section.add_to(s, args);
+                    return Ok(());
+                }
+            }
+        }
+        s.add_hold(hold);
         section.add_to(s, args);
         return Ok(());
     }
@@ -377,9 +421,12 @@ fn enter(
         )));
     }
     s.add_hold(Hold::new(id, core, false));
+    // Only the id is kept (the closure stays in place): the rest comes
+    // from the hold.
     s.add(move |s, ()| {
         let lost = || Error::internal("sync(): the wait step lost its sync step");
         let core = s.parent_hold(id).ok_or_else(lost)?.core.clone();
+        let what = core.what();
         let mut node = None;
         let r = core.gate().enter_or_queue(|| {
             let n = Node::new(s.wait_external());
@@ -401,6 +448,13 @@ fn enter(
         core.entered(s, r == gate::Enter::Queued);
         Ok(())
     });
-    section.add_to(s, args);
+    if args.is_empty() {
+        // The wait step ends with no args (an implicit success, or the
+        // grant's `success(())`): the section gets none without a step
+        // forwarding them.
+        s.push(section.def);
+    } else {
+        section.add_to(s, args);
+    }
     Ok(())
 }

@@ -56,13 +56,16 @@ pub struct Mutex {
     core: Arc<MutexCore>,
 }
 
-struct MutexCore {
+pub(super) struct MutexCore {
     gate: Gate<ExternalHandle>,
     /// `max == 0` is kept, to be reported on use rather than panicking.
     max: u32,
 }
 
 impl HoldCore for MutexCore {
+    fn what(&self) -> &'static str {
+        "Mutex"
+    }
     fn gate(&self) -> &Gate<ExternalHandle> {
         &self.gate
     }
@@ -129,6 +132,18 @@ impl ISync for Mutex {
                 "Mutex: max is 0, so no flow can ever enter",
             ));
         }
-        enter(self.core.clone(), "Mutex", s, args, section, true)
+        enter(self.core.clone(), s, args, section, true)
+    }
+}
+
+impl super::in_place::Own for Mutex {
+    type Core = MutexCore;
+
+    fn core(&self) -> Option<&Arc<MutexCore>> {
+        (self.core.max != 0).then_some(&self.core)
+    }
+
+    fn into_core(self) -> Arc<MutexCore> {
+        self.core
     }
 }

@@ -57,7 +57,7 @@ pub struct Throttle {
     core: Arc<ThrottleCore>,
 }
 
-struct ThrottleCore {
+pub(super) struct ThrottleCore {
     gate: Gate<ExternalHandle>,
     period: Duration,
     max: u32,
@@ -68,6 +68,9 @@ struct ThrottleCore {
 }
 
 impl HoldCore for ThrottleCore {
+    fn what(&self) -> &'static str {
+        "Throttle"
+    }
     fn gate(&self) -> &Gate<ExternalHandle> {
         &self.gate
     }
@@ -82,6 +85,24 @@ impl HoldCore for ThrottleCore {
         }
         if self.arm.on_entry() {
             PeriodTimer::schedule(self, s.tool());
+        }
+    }
+}
+
+impl super::in_place::Own for Throttle {
+    type Core = ThrottleCore;
+
+    fn core(&self) -> Option<&Arc<ThrottleCore>> {
+        (self.core.max != 0 && !self.core.period.is_zero()).then_some(&self.core)
+    }
+
+    fn into_core(self) -> Arc<ThrottleCore> {
+        self.core
+    }
+
+    fn admitted(core: &Arc<ThrottleCore>, s: &mut Step<'_>) {
+        if core.arm.on_entry() {
+            PeriodTimer::schedule(core.clone(), s.tool());
         }
     }
 }
@@ -199,6 +220,6 @@ impl ISync for Throttle {
                 "Throttle: the period is zero, so it would limit nothing",
             ));
         }
-        enter(self.core.clone(), "Throttle", s, args, section, false)
+        enter(self.core.clone(), s, args, section, false)
     }
 }

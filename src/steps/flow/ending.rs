@@ -76,10 +76,12 @@ impl Flow {
                 io.end_wait(w.key, w.strand, w.seq);
             }
             // Sources this frame owns: deregister them while they live.
-            for r in std::mem::take(&mut rare.sources) {
-                match x.stack.get_mut(r.idx as usize) {
-                    Some(v) => (r.deregister)(&mut **v, io, r.key),
-                    None => io.forget(r.key),
+            if !rare.sources.is_empty() {
+                for r in std::mem::take(&mut rare.sources) {
+                    match x.stack.get_mut(r.idx as usize) {
+                        Some(v) => (r.deregister)(&mut **v, io, r.key),
+                        None => io.forget(r.key),
+                    }
                 }
             }
         }

@@ -5,7 +5,7 @@
 
 use super::{panic_error, Flow};
 use crate::error::{codes, Control, Error};
-use crate::steps::frame::{Act, Kind, HANDLED, WAIT};
+use crate::steps::frame::{Act, Kind, HANDLED, IN_PLACE, WAIT};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -71,7 +71,19 @@ impl Flow {
                 } else {
                     frames.len()
                 };
-                out.extend(frames[..upto].iter().map(|f| (f.name)()));
+                for f in &frames[..upto] {
+                    out.push((f.name)());
+                    if f.flags & IN_PLACE != 0 {
+                        // The critical section it runs in place.
+                        if let Some((_, section)) = f
+                            .extra
+                            .as_ref()
+                            .and_then(|x| x.rare_ref()?.in_place.as_ref())
+                        {
+                            out.push(section());
+                        }
+                    }
+                }
             }
         });
         self.state = state;

@@ -1,0 +1,177 @@
+//! The uncontended path of the engine's own `sync` steps: when the lock of
+//! this crate's [`Mutex`] or [`Throttle`] is free, the step made by
+//! [`Step::sync`] (or [`AsyncSteps::sync`](crate::AsyncSteps::sync)) runs
+//! its critical section as its own body instead of adding it as a
+//! sub-step.
+//!
+//! Only those steps take it: their body is the engine's, so nothing else
+//! happened in the step before (no timeout, cancel callback or sub-step),
+//! and nothing follows the section in it. A direct [`ISync::sync`] call, a
+//! user's `ISync` (even one wrapping a [`Mutex`]), a section with its own
+//! error handler ([`Step::sync_catch`]) and the contended case take the
+//! general path of [`enter`](super::enter).
+//!
+//! A [`Limiter`] goes through its own `ISync::sync` with the step marked
+//! (`Outcome::engine_sync`): the first `enter` it reaches, its Mutex's,
+//! runs the Limiter's section (its Throttle around the user's section) in
+//! place; the Throttle then adds the user's section as a sub-step, as on
+//! the general path.
+//!
+//! What the sub-step would have shown is kept:
+//! - the frame gets the sequence number the section's frame would have
+//!   had, and the step counts (and budget) move as for two steps;
+//! - `async_stack` names the section after the step (frame flag
+//!   `IN_PLACE`);
+//! - the section's holds, `stack()` values, cancel callback and timer end
+//!   before the lock is released (`Rare::in_place` comes last);
+//! - a flow whose step budget runs out with this step takes the general
+//!   path, where the section runs in the flow's next turn; so does a
+//!   parallel branch that has yet to let its siblings start (no API makes
+//!   a sync step a branch's first step today; the check keeps it right if
+//!   one does).
+
+use super::mutex::Mutex;
+use super::throttle::Throttle;
+use super::Limiter;
+use super::{Hold, HoldCore, ISync, Section};
+use crate::args::FromArgs;
+use crate::error::StepResult;
+use crate::steps::def::NameFn;
+use crate::steps::frame::IN_PLACE;
+use crate::steps::step::Step;
+use std::any::Any;
+use std::sync::Arc;
+
+/// One of this crate's sync objects, whose free lock lets a `sync` step
+/// run its section in place.
+pub(super) trait Own: ISync + Sized {
+    /// Its shared core.
+    type Core: HoldCore;
+
+    /// The core, when this object can admit flows at all (a misconfigured
+    /// one reports its error on the general path).
+    fn core(&self) -> Option<&Arc<Self::Core>>;
+
+    /// The core, moved out (the hold keeps it).
+    fn into_core(self) -> Arc<Self::Core>;
+
+    /// A flow was admitted on the uncontended path (Throttle: make sure the
+    /// period timer runs).
+    fn admitted(_core: &Arc<Self::Core>, _s: &mut Step<'_>) {}
+}
+
+/// `obj` as a `T` when it is one (a constant per monomorphization).
+fn downcast<T: 'static, S: 'static>(obj: S) -> Result<T, S> {
+    let mut slot = Some(obj);
+    match (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
+        Some(t) => Ok(t.take().expect("set above")),
+        None => Err(slot.expect("not taken")),
+    }
+}
+
+/// The body of a step made by `Step::sync` / `AsyncSteps::sync`: `f`
+/// (named `section` on `async_stack`) synchronized against `obj`, with the
+/// step's args, which are still in the args register.
+pub(super) fn sync_step<S, F, A>(s: &mut Step<'_>, obj: S, f: F, section: NameFn) -> StepResult
+where
+    S: ISync,
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    let obj = match downcast::<Mutex, S>(obj) {
+        Ok(m) => return in_place(s, m, f, section),
+        Err(obj) => obj,
+    };
+    let obj = match downcast::<Throttle, S>(obj) {
+        Ok(t) => return in_place(s, t, f, section),
+        Err(obj) => obj,
+    };
+    let obj = match downcast::<Limiter, S>(obj) {
+        Ok(l) => {
+            // Its Mutex may run the Limiter's own section (the Throttle
+            // around `f`) in place: see `enter`.
+            s.out_mut().engine_sync = true;
+            return general(s, l, f);
+        }
+        Err(obj) => obj,
+    };
+    general(s, obj, f)
+}
+
+/// The general path: `ISync::sync` with the step's args and the section.
+fn general<S, F, A>(s: &mut Step<'_>, obj: S, f: F) -> StepResult
+where
+    S: ISync,
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    let args = std::mem::take(s.args());
+    obj.sync(s, args, Section::new(f))
+}
+
+/// Runs `f` in place when `obj`'s lock is free and nothing else forbids
+/// it (see the module docs); else the general path.
+fn in_place<O, F, A>(s: &mut Step<'_>, obj: O, f: F, section: NameFn) -> StepResult
+where
+    O: Own,
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    let admitted = obj
+        .core()
+        .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
+    if !admitted {
+        return general(s, obj, f);
+    }
+    let core = obj.into_core();
+    O::admitted(&core, s);
+    s.run_in_place(Hold::new(id_of(&core), core, true), section);
+    // From the register, as a sub-step takes them.
+    let a = A::from_args(s.args())?;
+    f(s, a)
+}
+
+/// The identity of a sync object (the address of its core), as in `Hold`.
+fn id_of<C>(core: &Arc<C>) -> usize {
+    Arc::as_ptr(core) as *const () as usize
+}
+
+impl Step<'_> {
+    /// Whether this step (a fresh `sync` step) may run its section in
+    /// place for object `id`: not in a parallel branch that has yet to let
+    /// its siblings start, not when the flow's step budget ends with this
+    /// step, and not when the strand already holds `id` (re-entrance
+    /// passes through on the general path).
+    fn may_run_in_place(&mut self, id: usize) -> bool {
+        if !self.may_merge_section() {
+            return false;
+        }
+        // Held below (this step's own frame has no hold yet); the parents
+        // of a branch do not count (a branch never inherits their hold).
+        let st = self.flow.st(self.sid);
+        !st.frames[..self.depth]
+            .iter()
+            .filter_map(|f| f.extra.as_deref()?.rare_ref())
+            .any(|r| r.all_holds().any(|h| h.id == id && h.is_held()))
+    }
+
+    /// Whether a sub-step added now would run right after this step in
+    /// the same turn: the step budget allows one more step, and this is
+    /// not a parallel branch that has yet to let its siblings start.
+    pub(super) fn may_merge_section(&mut self) -> bool {
+        self.sched.budget > 0 && !self.flow.st(self.sid).fresh
+    }
+
+    /// Turns this step's frame into the section's: the seq and step counts
+    /// the sub-step would have taken, the hold, and the section's name.
+    pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
+        let seq = self.flow.seq.checked_add(1).unwrap_or(1);
+        self.flow.seq = seq;
+        self.sched.steps += 1;
+        self.sched.budget -= 1;
+        let f = &mut self.flow.st(self.sid).frames[self.depth];
+        f.seq = seq;
+        f.flags |= IN_PLACE;
+        f.extra_in(&mut self.sched.extras).rare().in_place = Some((hold, section));
+    }
+}
