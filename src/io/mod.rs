@@ -135,6 +135,28 @@ impl Step<'_> {
         source: StackRef<S>,
         interest: Interest,
     ) -> StepResult {
+        self.wait_io_as(source, interest, true)
+    }
+
+    /// [`wait_io`](Step::wait_io) for the helpers that do not look at the
+    /// [`Ready`]: the step completes with no result args, so nothing is
+    /// boxed for the register.
+    pub(crate) fn wait_ready<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+    ) -> StepResult {
+        self.wait_io_as(source, interest, false)
+    }
+
+    /// [`wait_io`](Step::wait_io); with `args`, the step's result args are
+    /// the [`Ready`].
+    fn wait_io_as<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+        args: bool,
+    ) -> StepResult {
         if self.sched.io.is_none() {
             return Err(Error::internal(
                 "wait_io(): this loop has no I/O reactor (TestTool); \
@@ -202,7 +224,7 @@ impl Step<'_> {
                 key
             }
         };
-        let begun = reactor.begin(key, sid, seq, interest).map_err(|()| {
+        let begun = reactor.begin(key, sid, seq, interest, args).map_err(|()| {
             Error::internal("wait_io(): another step already waits on this source")
         })?;
         if let Begin::Soon = begun {

@@ -20,8 +20,8 @@ struct Reg {
     flow: FlowKey,
     /// The interest it is registered with.
     interest: mio::Interest,
-    /// The waiting step: (strand, frame seq, what it waits for).
-    waiter: Option<(u32, u32, mio::Interest)>,
+    /// The waiting step.
+    waiter: Option<Waiter>,
     /// Readiness seen while no step waited for it.
     pending: Ready,
     /// The last read (write) found nothing to read (no room to write) and
@@ -29,6 +29,27 @@ struct Reg {
     /// direction would block, so the helpers wait first.
     drained_read: bool,
     drained_write: bool,
+}
+
+/// A step waiting on a source.
+#[derive(Clone, Copy)]
+struct Waiter {
+    strand: u32,
+    seq: u32,
+    interest: mio::Interest,
+    /// The step completes with the [`Ready`] as its result args (else
+    /// with none: the helpers that never look at it skip boxing it).
+    args: bool,
+}
+
+/// A wait that is over: the step to complete, and what it saw.
+pub(crate) struct Done {
+    pub flow: FlowKey,
+    pub strand: u32,
+    pub seq: u32,
+    pub ready: Ready,
+    /// Complete the step with `ready` as its result args.
+    pub args: bool,
 }
 
 /// The registry and the registered sources of one loop.
@@ -74,15 +95,21 @@ fn consume(r: &mut Ready, i: mio::Interest) {
 }
 
 /// Hands the kept readiness to the waiter of `r` if it answers it.
-fn take_for(r: &mut Reg) -> Option<(FlowKey, u32, u32, Ready)> {
-    let (strand, seq, interest) = r.waiter?;
-    if !answers(&r.pending, interest) {
+fn take_for(r: &mut Reg) -> Option<Done> {
+    let w = r.waiter?;
+    if !answers(&r.pending, w.interest) {
         return None;
     }
     let seen = r.pending;
-    consume(&mut r.pending, interest);
+    consume(&mut r.pending, w.interest);
     r.waiter = None;
-    Some((r.flow, strand, seq, seen))
+    Some(Done {
+        flow: r.flow,
+        strand: w.strand,
+        seq: w.seq,
+        ready: seen,
+        args: w.args,
+    })
 }
 
 fn merge(a: &mut Ready, b: Ready) {
@@ -151,7 +178,8 @@ impl Reactor {
         Ok(())
     }
 
-    /// Step `(strand, seq)` starts waiting on `k` for `interest`. `Err`:
+    /// Step `(strand, seq)` starts waiting on `k` for `interest`, to
+    /// complete with the [`Ready`] as its result args when `args`. `Err`:
     /// another step waits on this source already.
     pub(crate) fn begin(
         &mut self,
@@ -159,6 +187,7 @@ impl Reactor {
         strand: u32,
         seq: u32,
         interest: mio::Interest,
+        args: bool,
     ) -> Result<Begin, ()> {
         let Some(r) = self.regs.get_mut(k) else {
             return Err(());
@@ -166,7 +195,12 @@ impl Reactor {
         if r.waiter.is_some() {
             return Err(());
         }
-        r.waiter = Some((strand, seq, interest));
+        r.waiter = Some(Waiter {
+            strand,
+            seq,
+            interest,
+            args,
+        });
         if answers(&r.pending, interest) {
             return Ok(Begin::Soon);
         }
@@ -175,7 +209,7 @@ impl Reactor {
 
     /// The turn after a `Begin::Soon`: completes the waiter with the kept
     /// readiness if it still waits.
-    pub(crate) fn poke(&mut self, k: IoKey) -> Option<(FlowKey, u32, u32, Ready)> {
+    pub(crate) fn poke(&mut self, k: IoKey) -> Option<Done> {
         take_for(self.regs.get_mut(k)?)
     }
 
@@ -187,7 +221,7 @@ impl Reactor {
     /// The waiting step `(strand, seq)` ended (any way): it waits no more.
     pub(crate) fn end_wait(&mut self, k: IoKey, strand: u32, seq: u32) {
         if let Some(r) = self.regs.get_mut(k) {
-            if matches!(r.waiter, Some((s, q, _)) if (s, q) == (strand, seq)) {
+            if matches!(r.waiter, Some(w) if (w.strand, w.seq) == (strand, seq)) {
                 r.waiter = None;
             }
         }
@@ -209,7 +243,7 @@ impl Reactor {
 
     /// An event: the step to complete, with what it saw, or `None` (the
     /// readiness is kept for the next wait, or the token is stale).
-    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<(FlowKey, u32, u32, Ready)> {
+    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<Done> {
         let k = IoKey::from(KeyData::from_ffi(ev.token().0 as u64));
         let r = self.regs.get_mut(k)?;
         let seen = Ready::of(ev);
