@@ -479,11 +479,13 @@ where
     let mut handler = handler;
     let (mut input, mut output, mut at) = (Vec::new(), Vec::new(), 0usize);
     let mut ending = false;
+    // The stream's reactor key, once the first wait has registered it.
+    let mut key = None;
     s.loop_(move |s| {
         let c = s.stack_get(conn)?;
         if !output.is_empty() {
             if let Flush::Blocked = flush(c, &mut output, &mut at)? {
-                return s.wait_ready(conn, Interest::WRITABLE);
+                return s.wait_ready_keyed(conn, Interest::WRITABLE, &mut key);
             }
         }
         if ending {
@@ -528,7 +530,7 @@ where
         }
         if !output.is_empty() {
             if let Flush::Blocked = flush(c, &mut output, &mut at)? {
-                return s.wait_ready(conn, Interest::WRITABLE);
+                return s.wait_ready_keyed(conn, Interest::WRITABLE, &mut key);
             }
         }
         if ending {
@@ -536,7 +538,7 @@ where
         } else if got.full {
             Ok(()) // more may be there: the next iteration reads again
         } else {
-            s.wait_ready(conn, Interest::READABLE)
+            s.wait_ready_keyed(conn, Interest::READABLE, &mut key)
         }
     });
 }

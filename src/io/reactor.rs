@@ -160,6 +160,13 @@ impl Reactor {
         self.regs.contains_key(k)
     }
 
+    /// True when `k` is registered with (at least) `interest`.
+    pub(crate) fn covers(&self, k: IoKey, interest: mio::Interest) -> bool {
+        self.regs
+            .get(k)
+            .is_some_and(|r| r.interest.add(interest) == r.interest)
+    }
+
     /// Widens the registration of `k` to include `interest` if needed.
     pub(crate) fn widen<S: mio::event::Source + ?Sized>(
         &mut self,
