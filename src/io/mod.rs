@@ -75,18 +75,6 @@ pub struct Ready {
 
 impl ArgValue for Ready {}
 
-impl Ready {
-    pub(crate) fn of(ev: &mio::event::Event) -> Self {
-        Ready {
-            readable: ev.is_readable(),
-            writable: ev.is_writable(),
-            read_closed: ev.is_read_closed(),
-            write_closed: ev.is_write_closed(),
-            error: ev.is_error(),
-        }
-    }
-}
-
 /// A waiting step's wait, kept in its frame: ending the frame (however)
 /// ends the wait.
 pub(crate) struct IoWait {

@@ -208,7 +208,7 @@ impl Scheduler {
             return;
         };
         if d.args {
-            self.args = crate::io::ready_args(d.ready);
+            self.args = crate::io::ready_args(d.ready());
         }
         self.drive(
             d.flow,
