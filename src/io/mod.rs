@@ -75,18 +75,6 @@ pub struct Ready {
 
 impl ArgValue for Ready {}
 
-impl Ready {
-    pub(crate) fn of(ev: &mio::event::Event) -> Self {
-        Ready {
-            readable: ev.is_readable(),
-            writable: ev.is_writable(),
-            read_closed: ev.is_read_closed(),
-            write_closed: ev.is_write_closed(),
-            error: ev.is_error(),
-        }
-    }
-}
-
 /// A waiting step's wait, kept in its frame: ending the frame (however)
 /// ends the wait.
 pub(crate) struct IoWait {
@@ -135,6 +123,46 @@ impl Step<'_> {
         source: StackRef<S>,
         interest: Interest,
     ) -> StepResult {
+        self.wait_io_as(source, interest, true, &mut None)
+    }
+
+    /// [`wait_io`](Step::wait_io) for the helpers that do not look at the
+    /// [`Ready`]: the step completes with no result args, so nothing is
+    /// boxed for the register.
+    pub(crate) fn wait_ready<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+    ) -> StepResult {
+        self.wait_io_as(source, interest, false, &mut None)
+    }
+
+    /// [`wait_ready`](Step::wait_ready) for a caller that waits on the
+    /// same `source` again and again (`net::serve_stream`): `key` keeps
+    /// the source's reactor key between the waits (start with `None`).
+    /// While that key is still registered for `interest`, the wait skips
+    /// looking the source up in its owner's frame: the key leaves the
+    /// reactor exactly when it leaves the owner's registered sources (the
+    /// owner ends, or `release_io`), and slot versions keep a stale key
+    /// from matching a later registration.
+    pub(crate) fn wait_ready_keyed<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+        key: &mut Option<IoKey>,
+    ) -> StepResult {
+        self.wait_io_as(source, interest, false, key)
+    }
+
+    /// [`wait_io`](Step::wait_io); with `args`, the step's result args are
+    /// the [`Ready`]. `known`: see [`wait_ready_keyed`](Step::wait_ready_keyed).
+    fn wait_io_as<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+        args: bool,
+        known: &mut Option<IoKey>,
+    ) -> StepResult {
         if self.sched.io.is_none() {
             return Err(Error::internal(
                 "wait_io(): this loop has no I/O reactor (TestTool); \
@@ -151,7 +179,7 @@ impl Step<'_> {
                 "wait_io() after add() or success() in the same step",
             ));
         }
-        let (sid, depth, flow) = (self.sid, self.depth, self.flow.key);
+        let (sid, depth) = (self.sid, self.depth);
         let here = &self.flow.st(sid).frames[depth];
         if here
             .extra
@@ -168,10 +196,49 @@ impl Step<'_> {
             return Ok(()); // the misuse fails the step
         }
         let reactor = self.sched.io.as_mut().expect("checked");
+        let key = match *known {
+            Some(k) if reactor.covers(k, interest) => k,
+            _ => self.lookup_source(source, interest)?,
+        };
+        *known = Some(key);
+        let reactor = self.sched.io.as_mut().expect("checked");
+        let begun = reactor.begin(key, sid, seq, interest, args).map_err(|()| {
+            Error::internal("wait_io(): another step already waits on this source")
+        })?;
+        if let Begin::Soon = begun {
+            // Readiness came before this wait: complete it on the next
+            // turn, if the step still waits then.
+            self.sched
+                .shared
+                .send(Msg::Call(Box::new(move |sched| sched.io_poke(key))));
+        }
+        self.out_mut().io_wait = true;
+        self.flow
+            .extra_of(&mut self.sched.extras, sid, depth)
+            .rare()
+            .io = Some(IoWait {
+            key,
+            strand: sid,
+            seq,
+        });
+        Ok(())
+    }
+
+    /// The reactor key of `source` (registered on its first wait), its
+    /// registration widened to `interest`: the owner frame's list of
+    /// registered sources is searched, and the source registered when it
+    /// is not there.
+    fn lookup_source<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+    ) -> Result<IoKey, Error> {
+        let flow = self.flow.key;
+        let reactor = self.sched.io.as_mut().expect("checked");
         let ended = || Error::internal("wait_io(): the step that owns the source has ended");
         let owner = self
             .flow
-            .find_frame(sid, source.seq)
+            .find_frame(self.sid, source.seq)
             .and_then(|f| f.extra.as_deref_mut())
             .ok_or_else(ended)?;
         let crate::steps::frame::Extra { stack, rare, .. } = owner;
@@ -202,26 +269,7 @@ impl Step<'_> {
                 key
             }
         };
-        let begun = reactor.begin(key, sid, seq, interest).map_err(|()| {
-            Error::internal("wait_io(): another step already waits on this source")
-        })?;
-        if let Begin::Soon = begun {
-            // Readiness came before this wait: complete it on the next
-            // turn, if the step still waits then.
-            self.sched
-                .shared
-                .send(Msg::Call(Box::new(move |sched| sched.io_poke(key))));
-        }
-        self.out_mut().io_wait = true;
-        self.flow
-            .extra_of(&mut self.sched.extras, sid, depth)
-            .rare()
-            .io = Some(IoWait {
-            key,
-            strand: sid,
-            seq,
-        });
-        Ok(())
+        Ok(key)
     }
 
     /// Deregisters `source` from the loop's reactor now, instead of when

@@ -71,7 +71,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::{Interest, Ready};
+use super::Interest;
 use crate::args::{ArgValue, IntoArgs};
 use crate::error::{codes, Error, StepResult};
 use crate::steps::step::{StackRef, Step};
@@ -156,9 +156,9 @@ where
             let out: Rc<RefCell<Option<T>>> = Rc::default();
             let o = out.clone();
             s.loop_(move |s| {
-                s.add(move |s, ()| s.wait_io(src, interest));
+                s.add(move |s, ()| s.wait_ready(src, interest));
                 let (attempt, o) = (attempt.clone(), o.clone());
-                s.add(move |s, (_,): (Ready,)| {
+                s.add(move |s, ()| {
                     let got = (attempt.borrow_mut())(s.stack_get(src)?)?;
                     match got {
                         Try::Done(v) => {
@@ -224,8 +224,8 @@ where
     D: FnOnce(T) -> A + 'static,
 {
     attempt_then(s, src, interest, attempt, done, |s, attempt, done| {
-        s.add(move |s, ()| s.wait_io(src, interest));
-        s.add(move |s, (_,): (Ready,)| attempt_or_wait(s, src, interest, attempt, done));
+        s.add(move |s, ()| s.wait_ready(src, interest));
+        s.add(move |s, ()| attempt_or_wait(s, src, interest, attempt, done));
     })
 }
 
@@ -479,11 +479,13 @@ where
     let mut handler = handler;
     let (mut input, mut output, mut at) = (Vec::new(), Vec::new(), 0usize);
     let mut ending = false;
+    // The stream's reactor key, once the first wait has registered it.
+    let mut key = None;
     s.loop_(move |s| {
         let c = s.stack_get(conn)?;
         if !output.is_empty() {
             if let Flush::Blocked = flush(c, &mut output, &mut at)? {
-                return s.wait_io(conn, Interest::WRITABLE);
+                return s.wait_ready_keyed(conn, Interest::WRITABLE, &mut key);
             }
         }
         if ending {
@@ -528,7 +530,7 @@ where
         }
         if !output.is_empty() {
             if let Flush::Blocked = flush(c, &mut output, &mut at)? {
-                return s.wait_io(conn, Interest::WRITABLE);
+                return s.wait_ready_keyed(conn, Interest::WRITABLE, &mut key);
             }
         }
         if ending {
@@ -536,7 +538,7 @@ where
         } else if got.full {
             Ok(()) // more may be there: the next iteration reads again
         } else {
-            s.wait_io(conn, Interest::READABLE)
+            s.wait_ready_keyed(conn, Interest::READABLE, &mut key)
         }
     });
 }
@@ -572,8 +574,8 @@ pub fn connect(s: &mut Step<'_>, addr: SocketAddr, timeout: Duration) {
         s.set_timeout(timeout);
         let stream = TcpStream::connect(addr).map_err(|e| comm("connect", e))?;
         let c = s.stack(Connecting(Some(stream)));
-        s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE));
-        s.add(move |s, (_,): (Ready,)| {
+        s.add(move |s, ()| s.wait_ready(c, Interest::WRITABLE));
+        s.add(move |s, ()| {
             let slot = s.stack_get(c)?;
             let stream = slot.0.as_mut().expect("connecting");
             if let Some(e) = stream.take_error().map_err(|e| comm("connect", e))? {

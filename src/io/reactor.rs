@@ -20,15 +20,108 @@ struct Reg {
     flow: FlowKey,
     /// The interest it is registered with.
     interest: mio::Interest,
-    /// The waiting step: (strand, frame seq, what it waits for).
-    waiter: Option<(u32, u32, mio::Interest)>,
+    /// The waiting step.
+    waiter: Option<Waiter>,
     /// Readiness seen while no step waited for it.
-    pending: Ready,
-    /// The last read (write) found nothing to read (no room to write) and
-    /// no readable (writable) event came since: the next attempt in that
-    /// direction would block, so the helpers wait first.
-    drained_read: bool,
-    drained_write: bool,
+    pending: Bits,
+    /// `READABLE` (`WRITABLE`): the last read (write) found nothing to
+    /// read (no room to write) and no readable (writable) event came
+    /// since: the next attempt in that direction would block, so the
+    /// helpers wait first.
+    drained: u8,
+}
+
+/// Readiness as bits: the reactor's working form of [`Ready`] (one mask
+/// test where the struct takes a test per field).
+#[derive(Clone, Copy, Default)]
+struct Bits(u8);
+
+const READABLE: u8 = 1;
+const WRITABLE: u8 = 2;
+const READ_CLOSED: u8 = 4;
+const WRITE_CLOSED: u8 = 8;
+const ERROR: u8 = 16;
+
+impl Bits {
+    fn of(ev: &mio::event::Event) -> Self {
+        let mut b = 0;
+        for (on, bit) in [
+            (ev.is_readable(), READABLE),
+            (ev.is_writable(), WRITABLE),
+            (ev.is_read_closed(), READ_CLOSED),
+            (ev.is_write_closed(), WRITE_CLOSED),
+            (ev.is_error(), ERROR),
+        ] {
+            if on {
+                b |= bit;
+            }
+        }
+        Bits(b)
+    }
+
+    fn ready(self) -> Ready {
+        Ready {
+            readable: self.0 & READABLE != 0,
+            writable: self.0 & WRITABLE != 0,
+            read_closed: self.0 & READ_CLOSED != 0,
+            write_closed: self.0 & WRITE_CLOSED != 0,
+            error: self.0 & ERROR != 0,
+        }
+    }
+
+    /// Whether these bits answer a wait for `i` (closed and error states
+    /// answer any wait: the operation will not block, it will fail or
+    /// end).
+    fn answers(self, i: mio::Interest) -> bool {
+        let mut want = ERROR;
+        if i.is_readable() {
+            want |= READABLE | READ_CLOSED;
+        }
+        if i.is_writable() {
+            want |= WRITABLE | WRITE_CLOSED;
+        }
+        self.0 & want != 0
+    }
+}
+
+/// The edge bits of `i`: `READABLE` and/or `WRITABLE`.
+fn edges(i: mio::Interest) -> u8 {
+    let mut e = 0;
+    if i.is_readable() {
+        e |= READABLE;
+    }
+    if i.is_writable() {
+        e |= WRITABLE;
+    }
+    e
+}
+
+/// A step waiting on a source.
+#[derive(Clone, Copy)]
+struct Waiter {
+    strand: u32,
+    seq: u32,
+    interest: mio::Interest,
+    /// The step completes with the [`Ready`] as its result args (else
+    /// with none: the helpers that never look at it skip boxing it).
+    args: bool,
+}
+
+/// A wait that is over: the step to complete, and what it saw.
+pub(crate) struct Done {
+    pub flow: FlowKey,
+    pub strand: u32,
+    pub seq: u32,
+    seen: Bits,
+    /// Complete the step with [`ready`](Done::ready) as its result args.
+    pub args: bool,
+}
+
+impl Done {
+    /// What the wait saw.
+    pub(crate) fn ready(&self) -> Ready {
+        self.seen.ready()
+    }
 }
 
 /// The registry and the registered sources of one loop.
@@ -54,43 +147,24 @@ fn token(k: IoKey) -> mio::Token {
     mio::Token(k.data().as_ffi() as usize)
 }
 
-/// Whether `r` answers a wait for `i` (closed and error states answer
-/// any wait: the operation will not block, it will fail or end).
-fn answers(r: &Ready, i: mio::Interest) -> bool {
-    (i.is_readable() && (r.readable || r.read_closed))
-        || (i.is_writable() && (r.writable || r.write_closed))
-        || r.error
-}
-
-/// What a completed wait for `i` uses up: the readable or writable edge.
-/// Closed and error states stay: they hold for every later wait too.
-fn consume(r: &mut Ready, i: mio::Interest) {
-    if i.is_readable() {
-        r.readable = false;
-    }
-    if i.is_writable() {
-        r.writable = false;
-    }
-}
-
-/// Hands the kept readiness to the waiter of `r` if it answers it.
-fn take_for(r: &mut Reg) -> Option<(FlowKey, u32, u32, Ready)> {
-    let (strand, seq, interest) = r.waiter?;
-    if !answers(&r.pending, interest) {
+/// Hands the kept readiness to the waiter of `r` if it answers it. A
+/// completed wait for `i` uses up the readable or writable edge; closed
+/// and error states stay: they hold for every later wait too.
+fn take_for(r: &mut Reg) -> Option<Done> {
+    let w = r.waiter?;
+    if !r.pending.answers(w.interest) {
         return None;
     }
     let seen = r.pending;
-    consume(&mut r.pending, interest);
+    r.pending.0 &= !edges(w.interest);
     r.waiter = None;
-    Some((r.flow, strand, seq, seen))
-}
-
-fn merge(a: &mut Ready, b: Ready) {
-    a.readable |= b.readable;
-    a.writable |= b.writable;
-    a.read_closed |= b.read_closed;
-    a.write_closed |= b.write_closed;
-    a.error |= b.error;
+    Some(Done {
+        flow: r.flow,
+        strand: w.strand,
+        seq: w.seq,
+        seen,
+        args: w.args,
+    })
 }
 
 impl Reactor {
@@ -117,9 +191,8 @@ impl Reactor {
             flow,
             interest,
             waiter: None,
-            pending: Ready::default(),
-            drained_read: false,
-            drained_write: false,
+            pending: Bits::default(),
+            drained: 0,
         });
         if let Err(e) = self.registry.register(src, token(k), interest) {
             self.regs.remove(k);
@@ -131,6 +204,13 @@ impl Reactor {
     /// True when `k` is still registered (its owner has not ended).
     pub(crate) fn contains(&self, k: IoKey) -> bool {
         self.regs.contains_key(k)
+    }
+
+    /// True when `k` is registered with (at least) `interest`.
+    pub(crate) fn covers(&self, k: IoKey, interest: mio::Interest) -> bool {
+        self.regs
+            .get(k)
+            .is_some_and(|r| r.interest.add(interest) == r.interest)
     }
 
     /// Widens the registration of `k` to include `interest` if needed.
@@ -151,7 +231,8 @@ impl Reactor {
         Ok(())
     }
 
-    /// Step `(strand, seq)` starts waiting on `k` for `interest`. `Err`:
+    /// Step `(strand, seq)` starts waiting on `k` for `interest`, to
+    /// complete with the [`Ready`] as its result args when `args`. `Err`:
     /// another step waits on this source already.
     pub(crate) fn begin(
         &mut self,
@@ -159,6 +240,7 @@ impl Reactor {
         strand: u32,
         seq: u32,
         interest: mio::Interest,
+        args: bool,
     ) -> Result<Begin, ()> {
         let Some(r) = self.regs.get_mut(k) else {
             return Err(());
@@ -166,8 +248,13 @@ impl Reactor {
         if r.waiter.is_some() {
             return Err(());
         }
-        r.waiter = Some((strand, seq, interest));
-        if answers(&r.pending, interest) {
+        r.waiter = Some(Waiter {
+            strand,
+            seq,
+            interest,
+            args,
+        });
+        if r.pending.answers(interest) {
             return Ok(Begin::Soon);
         }
         Ok(Begin::Wait)
@@ -175,7 +262,7 @@ impl Reactor {
 
     /// The turn after a `Begin::Soon`: completes the waiter with the kept
     /// readiness if it still waits.
-    pub(crate) fn poke(&mut self, k: IoKey) -> Option<(FlowKey, u32, u32, Ready)> {
+    pub(crate) fn poke(&mut self, k: IoKey) -> Option<Done> {
         take_for(self.regs.get_mut(k)?)
     }
 
@@ -187,7 +274,7 @@ impl Reactor {
     /// The waiting step `(strand, seq)` ended (any way): it waits no more.
     pub(crate) fn end_wait(&mut self, k: IoKey, strand: u32, seq: u32) {
         if let Some(r) = self.regs.get_mut(k) {
-            if matches!(r.waiter, Some((s, q, _)) if (s, q) == (strand, seq)) {
+            if matches!(r.waiter, Some(w) if (w.strand, w.seq) == (strand, seq)) {
                 r.waiter = None;
             }
         }
@@ -209,17 +296,17 @@ impl Reactor {
 
     /// An event: the step to complete, with what it saw, or `None` (the
     /// readiness is kept for the next wait, or the token is stale).
-    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<(FlowKey, u32, u32, Ready)> {
+    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<Done> {
         let k = IoKey::from(KeyData::from_ffi(ev.token().0 as u64));
         let r = self.regs.get_mut(k)?;
-        let seen = Ready::of(ev);
-        if answers(&seen, mio::Interest::READABLE) {
-            r.drained_read = false;
+        let seen = Bits::of(ev);
+        if seen.answers(mio::Interest::READABLE) {
+            r.drained &= !READABLE;
         }
-        if answers(&seen, mio::Interest::WRITABLE) {
-            r.drained_write = false;
+        if seen.answers(mio::Interest::WRITABLE) {
+            r.drained &= !WRITABLE;
         }
-        merge(&mut r.pending, seen);
+        r.pending.0 |= seen.0;
         take_for(r)
     }
 
@@ -233,14 +320,9 @@ impl Reactor {
         let Some(r) = self.regs.get_mut(k) else {
             return;
         };
-        if interest.is_readable() {
-            r.pending.readable = false;
-            r.drained_read = true;
-        }
-        if interest.is_writable() {
-            r.pending.writable = false;
-            r.drained_write = true;
-        }
+        let e = edges(interest);
+        r.pending.0 &= !e;
+        r.drained |= e;
     }
 
     /// False when an operation for `interest` on `k` would block: the
@@ -250,8 +332,65 @@ impl Reactor {
         let Some(r) = self.regs.get(k) else {
             return true;
         };
-        answers(&r.pending, interest)
-            || (interest.is_readable() && !r.drained_read)
-            || (interest.is_writable() && !r.drained_write)
+        r.pending.answers(interest) || edges(interest) & !r.drained != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mio::Interest;
+
+    #[test]
+    fn closed_and_error_states_answer_any_wait_edges_only_their_own() {
+        let cases = [
+            (READABLE, [true, false]),
+            (WRITABLE, [false, true]),
+            (READ_CLOSED, [true, false]),
+            (WRITE_CLOSED, [false, true]),
+            (ERROR, [true, true]),
+        ];
+        for (bit, [r, w]) in cases {
+            let b = Bits(bit);
+            assert_eq!(b.answers(Interest::READABLE), r, "bit {bit}");
+            assert_eq!(b.answers(Interest::WRITABLE), w, "bit {bit}");
+            assert!(b.answers(Interest::READABLE | Interest::WRITABLE));
+        }
+        assert!(!Bits(0).answers(Interest::READABLE | Interest::WRITABLE));
+    }
+
+    #[test]
+    fn bits_become_the_same_ready_fields() {
+        let r = Bits(READABLE | WRITE_CLOSED | ERROR).ready();
+        let want = Ready {
+            readable: true,
+            write_closed: true,
+            error: true,
+            ..Ready::default()
+        };
+        assert_eq!(r, want);
+        assert_eq!(Bits(0).ready(), Ready::default());
+    }
+
+    #[test]
+    fn a_completed_wait_uses_up_its_edge_and_keeps_the_closed_state() {
+        let mut reg = Reg {
+            flow: FlowKey::default(),
+            interest: Interest::READABLE | Interest::WRITABLE,
+            waiter: Some(Waiter {
+                strand: 0,
+                seq: 7,
+                interest: Interest::READABLE,
+                args: true,
+            }),
+            pending: Bits(READABLE | WRITABLE | READ_CLOSED),
+            drained: 0,
+        };
+        let done = take_for(&mut reg).expect("the kept readiness answers");
+        assert_eq!((done.seq, done.args), (7, true));
+        let seen = done.ready();
+        assert!(seen.readable && seen.writable && seen.read_closed);
+        assert_eq!(reg.pending.0, WRITABLE | READ_CLOSED);
+        assert!(reg.waiter.is_none());
     }
 }

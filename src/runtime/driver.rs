@@ -386,8 +386,13 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
             if let Some(j) = w.pop() {
                 return Some((j, 0));
             }
-            if let Some(j) = steal(|| me.queue.steal_batch_and_pop(w)) {
-                return Some((j, 0));
+            // An empty queue is seen with two loads; a steal attempt costs
+            // far more (the worker's steal pins a memory epoch), and most
+            // turns of a busy server find every queue empty.
+            if !me.queue.is_empty() {
+                if let Some(j) = steal(|| me.queue.steal_batch_and_pop(w)) {
+                    return Some((j, 0));
+                }
             }
             if !dry {
                 return None;
@@ -396,8 +401,19 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
             let before = w.len();
             (1..len).find_map(|k| {
                 let peer = &core.loops[(idx + k) % len];
-                let j = steal(|| peer.queue.steal_batch_and_pop(w))
-                    .or_else(|| steal(|| peer.stealer.steal_batch_and_pop(w)))?;
+                let from_queue = || {
+                    if peer.queue.is_empty() {
+                        return None;
+                    }
+                    steal(|| peer.queue.steal_batch_and_pop(w))
+                };
+                let from_worker = || {
+                    if peer.stealer.is_empty() {
+                        return None;
+                    }
+                    steal(|| peer.stealer.steal_batch_and_pop(w))
+                };
+                let j = from_queue().or_else(from_worker)?;
                 // The batch beyond the popped job went to our worker.
                 Some((j, 1 + w.len() - before))
             })

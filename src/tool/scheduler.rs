@@ -203,16 +203,18 @@ impl Scheduler {
         self.io_complete(done);
     }
 
-    fn io_complete(&mut self, done: Option<(FlowKey, u32, u32, crate::io::Ready)>) {
-        let Some((flow, strand, seq, ready)) = done else {
+    fn io_complete(&mut self, done: Option<crate::io::reactor::Done>) {
+        let Some(d) = done else {
             return;
         };
-        self.args = crate::io::ready_args(ready);
+        if d.args {
+            self.args = crate::io::ready_args(d.ready());
+        }
         self.drive(
-            flow,
+            d.flow,
             Resume::Complete {
-                strand,
-                seq,
+                strand: d.strand,
+                seq: d.seq,
                 err: None,
             },
         );
