@@ -4,12 +4,17 @@
 //! Run with `cargo bench --bench net`. Under `cargo test --benches` the
 //! echo case runs once at a tiny size and the HTTP case is skipped.
 //!
-//! Every case runs three servers, alternating, 3 rounds each; medians:
+//! Every case runs four servers, alternating, 3 rounds each; medians:
 //! ours on a 2-loop runtime with one listener whose acceptor hands each
-//! connection to the least busy loop (`spread`), ours with one
-//! `SO_REUSEPORT` listener per loop (`reuseport`), and tokio
-//! (`multi_thread`, 2 workers, an accept loop spawning a task per
-//! connection).
+//! connection to the least busy loop (`spread`), the same with the loop
+//! threads not pinned to cores (`unpinned`), ours with one `SO_REUSEPORT`
+//! listener per loop (`reuseport`), and tokio (`multi_thread`, 2 workers,
+//! not pinned, an accept loop spawning a task per connection).
+//!
+//! The client (or `wrk`) shares the cores with the server. A pinned loop
+//! cannot move off the core the client is busy on, so on a machine this
+//! small `unpinned` is the fair peer of tokio; `spread` shows what pinning
+//! costs there.
 //!
 //! - `echo`: 100 connections × 10,000 round trips of 64 bytes, with
 //!   `examples/echo_server.rs`'s connection flow. Client: one
@@ -22,7 +27,7 @@
 //!   when `wrk` is not installed (`apt-get install wrk`).
 //!
 //! For profiling one server alone (`strace -c -f`, `valgrind
-//! --tool=callgrind`), `-- --serve <echo|http> <spread|reuseport|tokio>
+//! --tool=callgrind`), `-- --serve <echo|http> <spread|unpinned|reuseport|tokio>
 //! [ADDR]` serves until SIGINT or SIGTERM instead, on `ADDR`
 //! (127.0.0.1:7007 by default).
 
@@ -62,10 +67,15 @@ fn tokio_mt() -> tokio::runtime::Runtime {
 /// it to stop) and the address.
 fn ours_server(
     spread: Spread,
+    pin: bool,
     addr: SocketAddr,
     serve_conn: impl Fn(mio::net::TcpStream) -> AsyncSteps + Clone + Send + 'static,
 ) -> (Runtime, SocketAddr) {
-    let rt = Runtime::builder().loops(2).build().expect("runtime");
+    let rt = Runtime::builder()
+        .loops(2)
+        .pin_threads(pin)
+        .build()
+        .expect("runtime");
     let (addr, _accepting) = serve::listen(&rt, addr, spread, serve_conn).expect("listen");
     (rt, addr)
 }
@@ -73,7 +83,7 @@ fn ours_server(
 /// A running server: its runtime (ours or tokio's); dropping it stops it.
 type Server = Box<dyn std::any::Any>;
 
-const SERVERS: [&str; 3] = ["spread", "reuseport", "tokio"];
+const SERVERS: [&str; 4] = ["spread", "unpinned", "reuseport", "tokio"];
 
 /// Starts the server `which` (one of [`SERVERS`]) of `case` ("echo" or
 /// "http") on `addr`.
@@ -92,14 +102,15 @@ fn start(case: &str, which: &str, addr: SocketAddr) -> (Server, SocketAddr) {
             (Box::new(rt) as Server, a)
         }
         (case, which) => {
-            let spread = match which {
-                "spread" => Spread::Accept,
-                "reuseport" => Spread::ReusePort,
+            let (spread, pin) = match which {
+                "spread" => (Spread::Accept, true),
+                "unpinned" => (Spread::Accept, false),
+                "reuseport" => (Spread::ReusePort, true),
                 _ => panic!("unknown server {which:?}: one of {SERVERS:?}"),
             };
             let (rt, a) = match case {
-                "echo" => ours_server(spread, addr, echo_conn),
-                "http" => ours_server(spread, addr, http::connection),
+                "echo" => ours_server(spread, pin, addr, echo_conn),
+                "http" => ours_server(spread, pin, addr, http::connection),
                 _ => panic!("unknown case {case:?}: echo or http"),
             };
             (Box::new(rt) as Server, a)

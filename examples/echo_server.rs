@@ -7,6 +7,7 @@
 //! cargo run --release --example echo_server            # 127.0.0.1:7007
 //! cargo run --release --example echo_server 0.0.0.0:9000
 //! cargo run --release --example echo_server -- --reuseport
+//! cargo run --release --example echo_server -- --no-pin  # loops not pinned to cores
 //! ```
 //!
 //! Ctrl-C (SIGINT) or SIGTERM stops it cleanly: a flow waiting on the
@@ -19,7 +20,6 @@ mod echo;
 #[path = "common/serve.rs"]
 mod serve;
 
-use futoin_asyncsteps::Runtime;
 use serve::Spread;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "127.0.0.1:7007".to_owned())
         .parse()?;
     let spread = Spread::from_args();
-    let rt = Runtime::new()?;
+    let rt = serve::runtime_from_args()?;
     let served = Arc::new(AtomicU64::new(0));
     let signals = Signals::new([SIGINT, SIGTERM])?;
     let stop = rt.spawn::<(i32,)>(serve::until_signal(signals));

@@ -8,6 +8,7 @@
 //! ```sh
 //! cargo run --release --example http_server            # 127.0.0.1:8080
 //! cargo run --release --example http_server -- --reuseport
+//! cargo run --release --example http_server -- --no-pin  # loops not pinned to cores
 //! curl -i http://127.0.0.1:8080/
 //! wrk -t2 -c100 -d10s http://127.0.0.1:8080/
 //! ```
@@ -24,7 +25,6 @@ mod http;
 #[path = "common/serve.rs"]
 mod serve;
 
-use futoin_asyncsteps::Runtime;
 use serve::Spread;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned())
         .parse()?;
     let spread = Spread::from_args();
-    let rt = Runtime::new()?;
+    let rt = serve::runtime_from_args()?;
     let stop = rt.spawn::<(i32,)>(serve::until_signal(Signals::new([SIGINT, SIGTERM])?));
     let (addr, accepting) = serve::listen(&rt, addr, spread, http::connection)?;
     println!(

@@ -44,6 +44,17 @@ impl Spread {
     }
 }
 
+/// The servers' runtime: one loop per core, pinned to its core unless
+/// `--no-pin` is among the command line arguments. Pinning keeps a loop's
+/// caches warm on a machine the server has to itself; when a load
+/// generator or other busy processes share the cores (`wrk` on the same
+/// 2-core machine, say), a pinned loop cannot move off a busy core and
+/// `--no-pin` serves more (see `docs/net.md`).
+pub fn runtime_from_args() -> std::io::Result<Runtime> {
+    let pin = !std::env::args().any(|a| a == "--no-pin");
+    Runtime::builder().pin_threads(pin).build()
+}
+
 /// Listens on `addr` and serves every connection with the flow
 /// `serve(conn)` on `rt`, spread as `spread` says. Returns the bound
 /// address (useful with port 0) and the acceptor flows: cancel them to
