@@ -17,6 +17,7 @@
 //! ```
 
 use crate::error::Error;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -57,8 +58,14 @@ struct Inner {
     /// The previous flow's `last_exception`, its box reused by the next
     /// `record_error`.
     spare: Option<Error>,
-    async_stack: Vec<&'static str>,
+    /// Inline up to `STACK_INLINE` names: a flow recording its first
+    /// error allocates nothing for it.
+    async_stack: SmallVec<[&'static str; STACK_INLINE]>,
 }
+
+/// `async_stack` names stored in `Inner` itself (most flows fail a few
+/// levels deep).
+const STACK_INLINE: usize = 4;
 
 /// Buffers of a cleared `Inner` bigger than this are not kept.
 const KEEP: usize = 64;
@@ -105,9 +112,17 @@ impl State {
             inner.spare = Some(e);
         }
         if inner.async_stack.capacity() > KEEP {
-            inner.async_stack = Vec::new();
+            inner.async_stack = SmallVec::new();
         } else {
             inner.async_stack.clear();
+        }
+        if inner.map.is_empty() {
+            // Only the predefined variables were used (an error recorded,
+            // say): no drain to set up and tear down.
+            if inner.map.capacity() > KEEP {
+                inner.map = HashMap::new();
+            }
+            return None;
         }
         let mut first = None;
         for (_, v) in inner.map.drain() {
@@ -201,7 +216,11 @@ impl State {
 
     /// Records `e` as the last error; `stack` fills `async_stack` (its
     /// buffer is reused).
-    pub(crate) fn record_error(&mut self, e: &Error, stack: impl FnOnce(&mut Vec<&'static str>)) {
+    pub(crate) fn record_error(
+        &mut self,
+        e: &Error,
+        stack: impl FnOnce(&mut SmallVec<[&'static str; STACK_INLINE]>),
+    ) {
         let i = self.inner();
         i.set_info(e.info());
         let mut last = i.last_exception.take().or_else(|| i.spare.take());
@@ -278,5 +297,37 @@ mod tests {
         s.record_error(&Error::new("B"), |_| {});
         assert_eq!(s.error_info(), None);
         assert_eq!(s.last_exception().unwrap().code(), "B");
+    }
+
+    /// `async_stack` beyond its inline names, then shorter after the state
+    /// was cleared for reuse: exactly the names of the last record.
+    #[test]
+    fn async_stack_spills_and_is_reset() {
+        let mut s = State::new();
+        let deep = ["a", "b", "c", "d", "e", "f"];
+        s.record_error(&Error::new("A"), |v| v.extend(deep));
+        assert_eq!(s.async_stack(), deep);
+        assert!(s.clear_catching().is_none());
+        assert_eq!(s.async_stack(), [] as [&str; 0]);
+        assert!(s.last_exception().is_none());
+        s.record_error(&Error::new("B"), |v| v.push("g"));
+        assert_eq!(s.async_stack(), ["g"]);
+        assert_eq!(s.last_exception().unwrap().code(), "B");
+    }
+
+    /// A map emptied by `remove` is still cleared for reuse, and values
+    /// set after it are dropped by the next clear.
+    #[test]
+    fn clear_after_removes_and_sets() {
+        let mut s = State::new();
+        s.set("x", 1u8);
+        assert_eq!(s.remove::<u8>("x"), Some(1));
+        assert!(s.clear_catching().is_none());
+        let v = std::sync::Arc::new(());
+        s.set("y", v.clone());
+        assert_eq!(std::sync::Arc::strong_count(&v), 2);
+        assert!(s.clear_catching().is_none());
+        assert_eq!(std::sync::Arc::strong_count(&v), 1);
+        assert!(!s.contains("y"));
     }
 }

@@ -137,13 +137,29 @@ impl Extra {
             self.stack.clear();
         }
         if let Some(r) = self.rare.as_deref_mut() {
-            r.holds.clear();
-            r.in_place = None;
-            r.io = None;
-            r.sources.clear();
-            r.lp = None;
-            r.par = None;
-            r.fut = None;
+            // Each part is tested first: most are empty, and a test is
+            // cheaper than a call into the part's drop glue.
+            if !r.holds.is_empty() {
+                r.holds.clear();
+            }
+            if r.in_place.is_some() {
+                r.in_place = None;
+            }
+            if r.io.is_some() {
+                r.io = None;
+            }
+            if !r.sources.is_empty() {
+                r.sources.clear();
+            }
+            if r.lp.is_some() {
+                r.lp = None;
+            }
+            if r.par.is_some() {
+                r.par = None;
+            }
+            if r.fut.is_some() {
+                r.fut = None;
+            }
         }
     }
 }
