@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 /// Standard FutoIn error codes (FTN3 / FTN12) and the few codes this crate adds.
 ///
@@ -95,23 +96,23 @@ struct Inner {
 /// assert_eq!(e.info(), Some("no such user"));
 /// assert_eq!(e.to_string(), "NotFound: no such user");
 /// ```
-pub struct Error(Box<Inner>);
+///
+/// Cloning shares the code and info (a reference count, no allocation):
+/// the engine keeps the error it raises in `last_exception` as well as
+/// handing it to the handlers.
+#[derive(Clone)]
+pub struct Error(Arc<Inner>);
 
-impl Clone for Error {
-    fn clone(&self) -> Self {
-        Error(self.0.clone())
-    }
-
-    /// Reuses this error's allocation.
-    fn clone_from(&mut self, src: &Self) {
-        (*self.0).clone_from(&src.0);
-    }
+thread_local! {
+    /// The `Timeout` a step's timer raises, shared by the flows of this
+    /// thread: a timeout allocates no error.
+    static TIMEOUT: Error = Error::new(codes::TIMEOUT);
 }
 
 impl Error {
     /// An error with a code and no info.
     pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        Error(Box::new(Inner {
+        Error(Arc::new(Inner {
             code: code.into(),
             info: None,
             control: Control::None,
@@ -123,7 +124,7 @@ impl Error {
         code: impl Into<Cow<'static, str>>,
         info: impl Into<Cow<'static, str>>,
     ) -> Self {
-        Error(Box::new(Inner {
+        Error(Arc::new(Inner {
             code: code.into(),
             info: Some(info.into()),
             control: Control::None,
@@ -140,13 +141,21 @@ impl Error {
         Self::with_info(codes::INTERNAL_ERROR, info)
     }
 
+    /// A `Timeout` error (shared per thread, see `TIMEOUT`; a new one
+    /// while the thread's locals are being destroyed).
+    pub(crate) fn timeout() -> Self {
+        TIMEOUT
+            .try_with(Error::clone)
+            .unwrap_or_else(|_| Error::new(codes::TIMEOUT))
+    }
+
     pub(crate) fn control(control: Control) -> Self {
         let (code, label) = match &control {
             Control::Break(l) => (codes::LOOP_BREAK, l.clone()),
             Control::Continue(l) => (codes::LOOP_CONT, l.clone()),
             Control::None => (codes::INTERNAL_ERROR, None),
         };
-        Error(Box::new(Inner {
+        Error(Arc::new(Inner {
             code: Cow::Borrowed(code),
             info: label,
             control,
@@ -179,7 +188,9 @@ impl Error {
 
     /// Turns a loop-control error into a plain error (no loop matched).
     pub(crate) fn into_plain(mut self) -> Self {
-        self.0.control = Control::None;
+        if self.0.control != Control::None {
+            Arc::make_mut(&mut self.0).control = Control::None;
+        }
         self
     }
 }
@@ -238,5 +249,27 @@ mod tests {
         let p = b.into_plain();
         assert_eq!(*p.control_ref(), Control::None);
         assert_eq!(p.code(), codes::LOOP_BREAK);
+    }
+
+    /// A clone shares the error; making one plain leaves the other's
+    /// loop control as it was.
+    #[test]
+    fn into_plain_on_a_shared_error() {
+        let b = Error::control(Control::Continue(None));
+        let kept = b.clone();
+        let p = b.into_plain();
+        assert_eq!(*p.control_ref(), Control::None);
+        assert_eq!(*kept.control_ref(), Control::Continue(None));
+        assert_eq!(p.code(), kept.code());
+    }
+
+    #[test]
+    fn timeout_is_shared_per_thread() {
+        let (a, b) = (Error::timeout(), Error::timeout());
+        assert!(a.is(codes::TIMEOUT) && a.info().is_none());
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        let other = std::thread::spawn(Error::timeout).join().unwrap();
+        assert!(other.is(codes::TIMEOUT));
+        assert!(!Arc::ptr_eq(&a.0, &other.0));
     }
 }

@@ -55,9 +55,6 @@ struct Inner {
     info: String,
     has_info: bool,
     last_exception: Option<Error>,
-    /// The previous flow's `last_exception`, its box reused by the next
-    /// `record_error`.
-    spare: Option<Error>,
     /// Inline up to `STACK_INLINE` names: a flow recording its first
     /// error allocates nothing for it.
     async_stack: SmallVec<[&'static str; STACK_INLINE]>,
@@ -108,9 +105,7 @@ impl State {
         if inner.info.capacity() > KEEP {
             inner.info = String::new();
         }
-        if let Some(e) = inner.last_exception.take() {
-            inner.spare = Some(e);
-        }
+        inner.last_exception = None;
         if inner.async_stack.capacity() > KEEP {
             inner.async_stack = SmallVec::new();
         } else {
@@ -223,12 +218,7 @@ impl State {
     ) {
         let i = self.inner();
         i.set_info(e.info());
-        let mut last = i.last_exception.take().or_else(|| i.spare.take());
-        match &mut last {
-            Some(l) => l.clone_from(e),
-            None => last = Some(e.clone()),
-        }
-        i.last_exception = last;
+        i.last_exception = Some(e.clone());
         i.async_stack.clear();
         stack(&mut i.async_stack);
     }

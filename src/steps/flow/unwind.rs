@@ -4,7 +4,7 @@
 //! "Unwinding" and "Cancel and timeouts".
 
 use super::{panic_error, Flow};
-use crate::error::{codes, Control, Error};
+use crate::error::{Control, Error};
 use crate::steps::frame::{Act, Kind, HANDLED, IN_PLACE, WAIT};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
@@ -43,7 +43,7 @@ impl Flow {
         f.flags &= !WAIT;
         let st = self.st(sid);
         st.frames.push(f);
-        Some(Act::Fail(Error::new(codes::TIMEOUT)))
+        Some(Act::Fail(Error::timeout()))
     }
 
     /// Records `err` in the state with the `async_stack` of strand `sid`:
