@@ -84,6 +84,15 @@ impl Inner {
 pub struct State(Option<Box<Inner>>);
 
 impl State {
+    /// Prefetch hint: brings the state's storage into the cache (see
+    /// `tool::prefetch`).
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        if let Some(inner) = &self.0 {
+            crate::tool::prefetch::prefetch(&**inner, 3);
+        }
+    }
+
     /// An empty state.
     pub const fn new() -> Self {
         State(None)

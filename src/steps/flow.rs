@@ -23,6 +23,8 @@ use std::task::{Context, Poll, Waker};
 mod ending;
 // Errors, timeouts and loop control: walking the levels down.
 mod unwind;
+// Prefetch hints for a flow about to be driven.
+mod lookahead;
 
 /// Why a flow is being driven.
 pub(crate) enum Resume {

@@ -5,6 +5,7 @@
 pub mod async_tool;
 pub mod handle;
 pub(crate) mod handshake;
+pub(crate) mod prefetch;
 pub mod scheduler;
 pub(crate) mod shared;
 pub(crate) mod timers;

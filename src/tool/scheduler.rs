@@ -13,6 +13,9 @@ use slotmap::{new_key_type, SlotMap};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+// Prefetching the flows of the next queued entries.
+mod lookahead;
+
 /// How many times a flow whose values keep panicking on drop is torn down
 /// before the rest is left (each try gets past at least one frame).
 const TEARDOWN_TRIES: usize = 64;
@@ -597,6 +600,7 @@ impl Scheduler {
 
     /// Runs the next live queued entry; false when none is left.
     pub(crate) fn run_one_entry(&mut self) -> bool {
+        self.look_ahead();
         while let Some(e) = self.queue.pop_front() {
             match e {
                 Entry::Flow(key) => self.drive(key, Resume::Ready),
