@@ -4,7 +4,7 @@ use crate::args::FromArgs;
 use crate::error::Error;
 use crate::steps::result::Promise;
 use crate::tool::handle::ToolHandle;
-use crate::tool::scheduler::Scheduler;
+use crate::tool::scheduler::{Scheduler, Trim};
 use crate::tool::shared::Shared;
 use std::future::Future;
 use std::io;
@@ -119,9 +119,21 @@ impl AsyncTool {
         }
         let n = self.sched.run_pass() + io;
         if n > 0 || self.sched.has_immediates() {
+            self.sched.busy();
             return Ok(n);
         }
+        // A quiet turn: what a burst left in the pools is freed a batch per
+        // turn once the loop has been quiet long enough (coming straight
+        // back while more is left, so new work waits for one batch at most).
         let mut wait = max_wait;
+        match self.sched.trim_pools() {
+            Trim::More => return Ok(0),
+            Trim::At(at) => {
+                let d = at.saturating_duration_since(self.sched.now);
+                wait = Some(wait.map_or(d, |w| w.min(d)));
+            }
+            Trim::Nothing => {}
+        }
         if let Some(at) = self.sched.next_deadline() {
             let d = at.saturating_duration_since(self.sched.now);
             wait = Some(wait.map_or(d, |w| w.min(d)));

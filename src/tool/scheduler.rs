@@ -15,6 +15,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 // Prefetching the flows of the next queued entries.
 mod lookahead;
+// Freeing what a burst left in the pools once the loop has been idle.
+mod pools;
+pub(crate) use pools::Trim;
 
 /// How many times a flow whose values keep panicking on drop is torn down
 /// before the rest is left (each try gets past at least one frame).
@@ -42,10 +45,6 @@ new_key_type! {
 
 /// Steps a flow may run before it yields the loop to other work.
 pub(crate) const BURST: u32 = 1024;
-/// At most this many finished flows are kept for reuse. The pool holds up
-/// to the peak number of flows alive at once (a server's connection count,
-/// a benchmark's batch), so steady load allocates no flow state at all.
-const FLOW_POOL_MAX: usize = 65_536;
 
 /// At most this many emptied `Extra`s are kept for reuse per loop (a few
 /// hundred bytes each).
@@ -136,6 +135,9 @@ pub struct Scheduler {
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Flow>>,
     peak_flows: usize,
+    /// Since when the loop has run nothing (`None` while busy); see
+    /// `trim_pools`.
+    idle_since: Option<Instant>,
     /// Emptied `Extra`s of ended frames, ready for reuse (at most
     /// `EXTRA_POOL_MAX`).
     #[allow(clippy::vec_box)]
@@ -170,6 +172,7 @@ impl Scheduler {
             flows: SlotMap::with_key(),
             pool: Vec::new(),
             peak_flows: 0,
+            idle_since: None,
             extras: Vec::new(),
             tokens: Vec::new(),
             shared: Shared::new(),
@@ -415,8 +418,7 @@ impl Scheduler {
     /// Closes the wait token of an ended step; pooled like flows (up to the
     /// peak number of flows alive at once).
     pub(crate) fn release_token(&mut self, t: Arc<WaitToken>) {
-        let max = self.peak_flows.min(FLOW_POOL_MAX);
-        WaitToken::release(t, &mut self.tokens, max);
+        WaitToken::release(t, &mut self.tokens, self.peak_flows);
     }
 
     pub(crate) fn report_unhandled(&mut self, e: &Error) {
@@ -509,7 +511,7 @@ impl Scheduler {
                     }
                 }
                 if reusable {
-                    if self.pool.len() < self.peak_flows.min(FLOW_POOL_MAX) {
+                    if self.pool.len() < self.peak_flows {
                         self.pool.push(flow);
                     }
                 } else {
