@@ -60,8 +60,9 @@
 //!   filled with as many flows at once as the rounds can ever put on one
 //!   loop (2 x window + 16, each deep, with queued steps and a timer), so
 //!   each loop's pool of ended flows, wait tokens, flow table and timer
-//!   wheel reach their high-water mark (a loop keeps its pool, up to
-//!   65,536 flows, for its whole life; without this a rare new peak of
+//!   wheel reach their high-water mark (a loop keeps its pool, up to its
+//!   peak of flows, giving back only what is beyond 65,536 after 10 s
+//!   quiet; without this a rare new peak of
 //!   flows on one loop would look like growth); then a warm-up round runs
 //!   the same mix as the measured round, so the allocator's per-thread
 //!   arenas and the sockets' and channels' buffers exist too. The per-flow
@@ -970,8 +971,9 @@ fn deep(s: &mut Step<'_>, tx: mpsc::Sender<ExternalHandle>, depth: u32) {
 /// pool of ended flows and their step and frame buffers, wait tokens, its
 /// flow table, its timers) to what the rounds can reach: `n` flows parked
 /// at once on every loop, each 10 levels deep with 20 steps queued and a
-/// timer, then all completed. A loop keeps these for its whole life (up
-/// to 65,536 pooled flows), so without this a rare new peak of flows on a
+/// timer, then all completed. A loop keeps these (its pool up to its peak
+/// of flows; beyond 65,536 only until it has been quiet for 10 s), so
+/// without this a rare new peak of flows on a
 /// loop in the measured round would look like growth.
 fn fill_pools(rt: &Runtime, n: usize) {
     let (tx, rx) = mpsc::channel();

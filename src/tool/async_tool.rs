@@ -97,6 +97,12 @@ impl AsyncTool {
     /// turn. When there was nothing to run, first blocks up to `max_wait`
     /// (`None`: until the next timer or message) for work to arrive.
     /// Returns how many events ran.
+    ///
+    /// A loop that has been quiet for a while also gives back what a burst
+    /// of flows left in its pools (see `POOL_DECAY` in the engine's
+    /// architecture notes): such a turn may wake before `max_wait` to
+    /// start, and returns at once, having run nothing, while more is left
+    /// to free (a batch per turn).
     pub fn iterate(&mut self, max_wait: Option<Duration>) -> io::Result<usize> {
         self.iterate_with(max_wait, &|| true)
     }

@@ -14,7 +14,7 @@
 
 /// Asks the processor to bring the cache lines of `*p` (`lines` of them,
 /// 64 bytes each, from `p` on) into the cache. A hint only: it never
-/// faults, whatever `p` is, and does nothing on targets without one.
+/// faults, whatever `p` is; a no-op on targets other than x86_64.
 #[inline(always)]
 pub(crate) fn prefetch<T: ?Sized>(p: *const T, lines: usize) {
     #[cfg(target_arch = "x86_64")]

@@ -135,9 +135,10 @@ pub struct Scheduler {
     #[allow(clippy::vec_box)]
     pool: Vec<Box<Flow>>,
     peak_flows: usize,
-    /// Since when the loop has run nothing (`None` while busy); see
-    /// `trim_pools`.
+    /// Start of the quiet period in which the pools hold more than they
+    /// keep (`None` outside one); see `trim_pools`.
     idle_since: Option<Instant>,
+    pub(crate) pool_limits: pools::PoolLimits,
     /// Emptied `Extra`s of ended frames, ready for reuse (at most
     /// `EXTRA_POOL_MAX`).
     #[allow(clippy::vec_box)]
@@ -173,6 +174,7 @@ impl Scheduler {
             pool: Vec::new(),
             peak_flows: 0,
             idle_since: None,
+            pool_limits: pools::PoolLimits::default(),
             extras: Vec::new(),
             tokens: Vec::new(),
             shared: Shared::new(),

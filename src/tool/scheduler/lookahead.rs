@@ -44,9 +44,10 @@ impl Scheduler {
         if self.queue.len() <= FAR || !matches!(self.queue.get(FAR), Some(Entry::Task(_))) {
             return;
         }
-        if let Some(f) = self.timeout_at(FAR) {
-            prefetch(f, 3);
-        }
+        let Some(f) = self.timeout_at(FAR) else {
+            return; // a user callback, or a cancelled entry
+        };
+        prefetch(f, 3);
         if let Some(f) = self.timeout_at(MID) {
             f.prefetch_frame();
         }

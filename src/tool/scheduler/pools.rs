@@ -11,20 +11,42 @@
 //! What is beyond `POOL_KEEP` is given back once the loop has been quiet
 //! for `POOL_DECAY` (as allocators let freed memory decay before they
 //! return it), a batch per turn, so new work never waits for more than
-//! one batch of frees. "Quiet" means the loop found nothing to run when a
-//! turn began; a loop that handles a message now and then is quiet most of
-//! the time, one that always finds work is not, and keeps its pools.
+//! one batch of frees. A turn is quiet when it begins with nothing to run.
+//! A loop that is woken for its work (messages, I/O, timers) is quiet at
+//! the start of most turns, so it gives the excess back even while it
+//! serves; one that always has work queued when a turn begins (flows that
+//! keep yielding) keeps its pools, never more than its peak. `TestTool`
+//! never trims: its pools grow to the peak of the test.
 
 use super::Scheduler;
 use std::time::{Duration, Instant};
 
 /// Pooled flows (and tokens) a quiet loop keeps.
-pub(crate) const POOL_KEEP: usize = 65_536;
+const POOL_KEEP: usize = 65_536;
 /// Pooled flows and tokens freed per turn beyond `POOL_KEEP`.
-pub(crate) const TRIM_BATCH: usize = 1024;
+const TRIM_BATCH: usize = 1024;
 /// How long a loop must have been quiet before it frees pool entries
 /// beyond `POOL_KEEP`.
-pub(crate) const POOL_DECAY: Duration = Duration::from_secs(10);
+const POOL_DECAY: Duration = Duration::from_secs(10);
+
+/// The limits `trim_pools` works with (the constants above; tests make
+/// them small).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolLimits {
+    pub keep: usize,
+    pub batch: usize,
+    pub decay: Duration,
+}
+
+impl Default for PoolLimits {
+    fn default() -> Self {
+        PoolLimits {
+            keep: POOL_KEEP,
+            batch: TRIM_BATCH,
+            decay: POOL_DECAY,
+        }
+    }
+}
 
 /// What a quiet turn should do about the pools (`Scheduler::trim_pools`).
 #[derive(Debug, PartialEq, Eq)]
@@ -45,28 +67,33 @@ impl Scheduler {
     }
 
     /// For a turn that began with nothing to run: frees a batch of the
-    /// pool entries beyond `POOL_KEEP` once the loop has been quiet for
-    /// `POOL_DECAY`, and says when to come back.
+    /// pool entries beyond the keep once the loop has been quiet for the
+    /// decay, and says when to come back. The quiet period starts at the
+    /// first quiet turn that finds an excess, and ends with a busy turn or
+    /// when the excess is gone (freed, or taken by new flows).
     pub(crate) fn trim_pools(&mut self) -> Trim {
-        let excess = |s: &Self| s.pool.len() > POOL_KEEP || s.tokens.len() > POOL_KEEP;
+        let PoolLimits { keep, batch, decay } = self.pool_limits;
+        let excess = |s: &Self| s.pool.len() > keep || s.tokens.len() > keep;
         if !excess(self) {
+            self.idle_since = None;
             return Trim::Nothing;
         }
         let since = *self.idle_since.get_or_insert(self.now);
-        let due = since.checked_add(POOL_DECAY).unwrap_or(since);
+        let due = since.checked_add(decay).unwrap_or(since);
         if self.now < due {
             return Trim::At(due);
         }
-        for _ in 0..self.pool.len().saturating_sub(POOL_KEEP).min(TRIM_BATCH) {
+        for _ in 0..self.pool.len().saturating_sub(keep).min(batch) {
             if let Some(f) = self.pool.pop() {
                 self.discard(f);
             }
         }
-        let keep = self.tokens.len().saturating_sub(TRIM_BATCH).max(POOL_KEEP);
-        self.tokens.truncate(keep);
+        let left = self.tokens.len().saturating_sub(batch).max(keep);
+        self.tokens.truncate(left);
         if excess(self) {
             Trim::More
         } else {
+            self.idle_since = None;
             Trim::Nothing
         }
     }
@@ -77,6 +104,8 @@ mod tests {
     use super::*;
     use crate::steps::result::WaitToken;
     use crate::tool::scheduler::FlowKey;
+    use crate::{AsyncSteps, AsyncTool, ExternalHandle};
+    use std::sync::{Arc, Mutex};
 
     /// A loop whose pools hold `n` flows and `n` tokens, as after a burst
     /// of `n` flows that waited at once.
@@ -86,13 +115,8 @@ mod tests {
         let mut free = Vec::new();
         for _ in 0..n {
             s.pool.push(Box::default());
-            free.push(WaitToken::acquire(
-                &mut Vec::new(),
-                &s.shared,
-                FlowKey::default(),
-                0,
-                0,
-            ));
+            let t = WaitToken::acquire(&mut Vec::new(), &s.shared, FlowKey::default(), 0, 0);
+            free.push(t);
         }
         s.tokens = free;
         s
@@ -130,7 +154,25 @@ mod tests {
         }
         assert_eq!(turns, 5);
         assert_eq!((s.pool.len(), s.tokens.len()), (POOL_KEEP, POOL_KEEP));
+        // The quiet period ended with the excess: a later one starts anew.
+        assert_eq!(s.idle_since, None);
         assert_eq!(s.trim_pools(), Trim::Nothing);
+    }
+
+    #[test]
+    fn an_excess_taken_by_new_flows_ends_the_quiet_period() {
+        let mut s = after_burst(POOL_KEEP + 10);
+        let t0 = s.now;
+        assert_eq!(s.trim_pools(), Trim::At(t0 + POOL_DECAY));
+        // New flows take pooled ones; the pools are within the keep again.
+        s.pool.truncate(POOL_KEEP);
+        s.tokens.truncate(POOL_KEEP);
+        s.now = t0 + POOL_DECAY;
+        assert_eq!(s.trim_pools(), Trim::Nothing);
+        assert_eq!(s.idle_since, None);
+        // A new excess later waits a whole decay, not what is left of the old one.
+        s.pool.push(Box::default());
+        assert_eq!(s.trim_pools(), Trim::At(s.now + POOL_DECAY));
     }
 
     #[test]
@@ -140,5 +182,58 @@ mod tests {
         assert_eq!(s.trim_pools(), Trim::Nothing);
         assert_eq!((s.pool.len(), s.tokens.len()), (100, 100));
         assert_eq!(s.idle_since, None);
+    }
+
+    /// Through `AsyncTool::iterate`, with small limits: a burst of 40 flows
+    /// ends; the loop has nothing else to wait for, yet wakes when the
+    /// decay is over (not at the 5 s `max_wait`) and frees the excess a
+    /// batch per call, without blocking between batches. (Real time: the
+    /// only bound is generous.)
+    #[test]
+    fn an_idle_async_tool_wakes_for_the_trim_and_frees_a_batch_per_turn() {
+        let mut tool = AsyncTool::new().unwrap();
+        tool.pool_limits = PoolLimits {
+            keep: 10,
+            batch: 4,
+            decay: Duration::from_millis(20),
+        };
+        let handles: Arc<Mutex<Vec<ExternalHandle>>> = Arc::default();
+        for _ in 0..40 {
+            let mut root = AsyncSteps::new();
+            let hs = handles.clone();
+            root.add(move |s, ()| {
+                hs.lock().unwrap().push(s.wait_external());
+                Ok(())
+            });
+            root.execute(&mut tool);
+        }
+        tool.run_until_idle().unwrap();
+        for h in std::mem::take(&mut *handles.lock().unwrap()) {
+            h.success(()).unwrap();
+        }
+        tool.run_until_idle().unwrap();
+        assert_eq!((tool.pool.len(), tool.tokens.len()), (40, 40));
+
+        let start = Instant::now();
+        // The first quiet turn starts the decay and sleeps until it is over.
+        assert_eq!(tool.iterate(Some(Duration::from_secs(5))).unwrap(), 0);
+        assert_eq!(tool.pool.len(), 40);
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "slept to max_wait"
+        );
+        // Then a batch per turn, each turn returning at once while more is
+        // left.
+        let mut sizes = Vec::new();
+        while tool.pool.len() > 12 {
+            assert_eq!(tool.iterate(Some(Duration::from_secs(5))).unwrap(), 0);
+            sizes.push(tool.pool.len());
+        }
+        assert!(start.elapsed() < Duration::from_secs(4), "a batch slept");
+        // The last batch leaves the keep; that turn may sleep as usual.
+        tool.iterate(Some(Duration::ZERO)).unwrap();
+        sizes.push(tool.pool.len());
+        assert_eq!(sizes, [36, 32, 28, 24, 20, 16, 12, 10]);
+        assert_eq!(tool.tokens.len(), 10);
     }
 }
