@@ -41,11 +41,8 @@ impl Scheduler {
     /// instructions an entry for nothing.
     #[inline]
     pub(super) fn look_ahead(&self) {
-        if self.queue.len() <= FAR || !matches!(self.queue.get(FAR), Some(Entry::Task(_))) {
-            return;
-        }
         let Some(f) = self.timeout_at(FAR) else {
-            return; // a user callback, or a cancelled entry
+            return; // fewer entries, a flow, a user callback or a cancelled one
         };
         prefetch(f, 3);
         if let Some(f) = self.timeout_at(MID) {

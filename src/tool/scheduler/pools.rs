@@ -51,7 +51,7 @@ impl Default for PoolLimits {
 /// What a quiet turn should do about the pools (`Scheduler::trim_pools`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Trim {
-    /// Nothing beyond `POOL_KEEP`: sleep as long as there is nothing else.
+    /// Nothing beyond the keep: sleep as long as there is nothing else.
     Nothing,
     /// A batch was freed and more is left: come back without sleeping.
     More,
