@@ -98,11 +98,11 @@ impl AsyncTool {
     /// (`None`: until the next timer or message) for work to arrive.
     /// Returns how many events ran.
     ///
-    /// A loop that has been quiet for a while also gives back what a burst
-    /// of flows left in its pools (see `POOL_DECAY` in the engine's
-    /// architecture notes): such a turn may wake before `max_wait` to
-    /// start, and returns at once, having run nothing, while more is left
-    /// to free (a batch per turn).
+    /// A loop that has been quiet for 10 s also gives back what a burst of
+    /// flows left in its pools beyond 65,536 (see `docs/architecture.md`):
+    /// such a turn may wake before `max_wait` to start, and returns at
+    /// once, having run nothing, while more is left to free (1,024 per
+    /// turn).
     pub fn iterate(&mut self, max_wait: Option<Duration>) -> io::Result<usize> {
         self.iterate_with(max_wait, &|| true)
     }
@@ -131,16 +131,15 @@ impl AsyncTool {
         // A quiet turn: what a burst left in the pools is freed a batch per
         // turn once the loop has been quiet long enough (coming straight
         // back while more is left, so new work waits for one batch at most).
-        let mut wait = max_wait;
-        match self.sched.trim_pools() {
+        let trim_at = match self.sched.trim_pools() {
             Trim::More => return Ok(0),
-            Trim::At(at) => {
-                let d = at.saturating_duration_since(self.sched.now);
-                wait = Some(wait.map_or(d, |w| w.min(d)));
-            }
-            Trim::Nothing => {}
-        }
-        if let Some(at) = self.sched.next_deadline() {
+            Trim::At(at) => Some(at),
+            Trim::Nothing => None,
+        };
+        // Sleep until the earliest of `max_wait`, the next timer and the
+        // start of the trim.
+        let mut wait = max_wait;
+        if let Some(at) = trim_at.into_iter().chain(self.sched.next_deadline()).min() {
             let d = at.saturating_duration_since(self.sched.now);
             wait = Some(wait.map_or(d, |w| w.min(d)));
         }

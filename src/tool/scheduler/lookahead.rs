@@ -1,8 +1,9 @@
 //! Look-ahead over the loop's queue of fired timers: while one is handled,
 //! the flows of the next few are fetched into the cache in stages (see
 //! `tool::prefetch`). A flow whose timeout fires has waited for
-//! milliseconds and is cold; reaching its step takes five dependent loads. Every stage goes through the checked slot
-//! lookups, so a stale entry costs a lookup and nothing else.
+//! milliseconds and is cold; reaching its step takes five dependent loads.
+//! Every stage goes through the checked slot lookups, so a stale entry
+//! costs a lookup and nothing else.
 
 use super::{Entry, FlowKey, Scheduler, Task};
 use crate::steps::flow::Flow;
