@@ -8,7 +8,6 @@ use crate::steps::def::{Exec, StepDef};
 use crate::steps::frame::{
     Act, Extra, Frame, Kind, LoopState, ParState, Queued, Strand, HANDLED, WAIT,
 };
-use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::steps::result::FutureWake;
 use crate::steps::step::{Outcome, Step};
@@ -130,8 +129,11 @@ impl Flow {
     }
 
     #[inline]
-    pub(crate) fn init(&mut self, root: AsyncSteps) {
-        let AsyncSteps { mut steps, state } = root;
+    pub(crate) fn init<A: smallvec::Array<Item = StepDef>>(
+        &mut self,
+        mut steps: smallvec::SmallVec<A>,
+        state: State,
+    ) {
         let q = &mut self.main.queue;
         if steps.spilled() && q.capacity() < steps.len() {
             // Adopt the model's heap buffer as the queue.

@@ -3,6 +3,8 @@
 
 use crate::args::Args;
 use crate::error::Error;
+use crate::state::State;
+use crate::steps::def::StepDef;
 use crate::steps::flow::{Flow, Resume};
 use crate::steps::frame::Extra;
 use crate::steps::model::AsyncSteps;
@@ -10,6 +12,7 @@ use crate::steps::result::{Completion, FlowHandle, WaitToken};
 use crate::tool::shared::{Msg, OwnerGuard, Shared};
 use crate::tool::timers::Timers;
 use slotmap::{new_key_type, SlotMap};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -384,8 +387,22 @@ impl Scheduler {
     /// Starts a flow on this loop; it runs from the next iteration on.
     #[inline]
     pub(crate) fn start(&mut self, root: AsyncSteps, done: Option<Arc<Completion>>) -> FlowHandle {
+        let AsyncSteps { steps, state } = root;
+        self.start_parts(steps, state, done)
+    }
+
+    /// [`start`](Self::start) from a model's parts: its level-0 steps in
+    /// any inline size (the runtime queues them in a smaller one) and its
+    /// state.
+    #[inline]
+    pub(crate) fn start_parts<A: smallvec::Array<Item = StepDef>>(
+        &mut self,
+        steps: SmallVec<A>,
+        state: State,
+        done: Option<Arc<Completion>>,
+    ) -> FlowHandle {
         let mut flow = self.pool.pop().unwrap_or_default();
-        flow.init(root);
+        flow.init(steps, state);
         flow.queued = true;
         let key = self.flows.insert_with_key(|key| {
             flow.key = key;
