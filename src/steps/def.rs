@@ -21,12 +21,6 @@ pub(crate) trait ExecFn {
     fn try_clone(&self) -> Option<Box<dyn ExecFn>>;
 }
 
-/// An error callback, boxed.
-pub(crate) trait CatchFn {
-    fn call(self: Box<Self>, s: &mut Step<'_>, e: &Error) -> StepResult;
-    fn try_clone(&self) -> Option<Box<dyn CatchFn>>;
-}
-
 pub(crate) struct Once<F, A>(pub F, PhantomData<fn(A)>);
 pub(crate) struct Cloned<F, A>(pub F, PhantomData<fn(A)>);
 
@@ -60,29 +54,9 @@ where
     }
 }
 
-impl<F> CatchFn for Once<F, ()>
-where
-    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
-{
-    fn call(self: Box<Self>, s: &mut Step<'_>, e: &Error) -> StepResult {
-        (self.0)(s, e)
-    }
-    fn try_clone(&self) -> Option<Box<dyn CatchFn>> {
-        None
-    }
-}
-
-impl<F> CatchFn for Cloned<F, ()>
-where
-    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
-{
-    fn call(self: Box<Self>, s: &mut Step<'_>, e: &Error) -> StepResult {
-        (self.0)(s, e)
-    }
-    fn try_clone(&self) -> Option<Box<dyn CatchFn>> {
-        Some(Box::new(Cloned::<F, ()>(self.0.clone(), PhantomData)))
-    }
-}
+/// Error handlers: in place when they capture at most one word (see
+/// `catch`).
+pub(crate) use crate::steps::catch::{cloned_catch, once_catch, Catch};
 
 /// A one-shot execute callback: in place when small (see `inline`).
 pub(crate) use crate::steps::inline::once;
@@ -106,20 +80,6 @@ where
     Box::new(Cloned(f, PhantomData))
 }
 
-pub(crate) fn once_catch<F>(f: F) -> Box<dyn CatchFn>
-where
-    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
-{
-    Box::new(Once(f, PhantomData))
-}
-
-pub(crate) fn cloned_catch<F>(f: F) -> Box<dyn CatchFn>
-where
-    F: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
-{
-    Box::new(Cloned(f, PhantomData))
-}
-
 /// A loop driver: produces the next iteration by running the body on the
 /// given step, or `None` when the loop condition ends the loop.
 pub(crate) type LoopIter = Box<dyn FnMut(&mut Step<'_>) -> Option<StepResult>>;
@@ -138,7 +98,7 @@ pub(crate) enum Exec {
 /// One queued step.
 pub(crate) struct StepDef {
     pub exec: Exec,
-    pub catch: Option<Box<dyn CatchFn>>,
+    pub catch: Option<Catch>,
     pub name: NameFn,
 }
 

@@ -426,7 +426,7 @@ impl Flow {
     fn push_frame(
         &mut self,
         sid: u32,
-        def_catch: Option<Box<dyn crate::steps::def::CatchFn>>,
+        def_catch: Option<crate::steps::def::Catch>,
         name: crate::steps::def::NameFn,
         kind: Kind,
     ) {

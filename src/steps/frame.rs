@@ -3,7 +3,7 @@
 
 use crate::args::Args;
 use crate::error::Error;
-use crate::steps::def::{BoxFuture, CatchFn, LoopIter, NameFn, StepDef};
+use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
 use crate::steps::result::{FutureWake, WaitToken};
 use crate::tool::scheduler::TaskHandle;
 use smallvec::SmallVec;
@@ -80,7 +80,7 @@ pub(crate) struct Frame {
     pub seq: u32,
     pub kind: Kind,
     pub flags: u8,
-    pub catch: Option<Box<dyn CatchFn>>,
+    pub catch: Option<Catch>,
     pub name: NameFn,
     pub wait: Option<Arc<WaitToken>>,
     pub extra: Option<Box<Extra>>,

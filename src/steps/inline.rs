@@ -91,21 +91,33 @@ impl Callback {
     }
 }
 
-/// True when a `F` fits the slot (size and alignment); a constant per type.
-const fn fits<F>() -> bool {
-    size_of::<F>() <= size_of::<Slot>() && align_of::<F>() <= align_of::<Slot>()
+/// True when a `F` fits a slot `S` (size and alignment); a constant per
+/// type.
+pub(super) const fn fits_in<F, S>() -> bool {
+    size_of::<F>() <= size_of::<S>() && align_of::<F>() <= align_of::<S>()
 }
 
-/// Writes `f` into a new slot. Only called when `fits::<F>()`.
-fn store<F>(f: F) -> Cell {
-    debug_assert!(fits::<F>());
-    let slot = Cell::new(Slot::uninit());
-    // SAFETY: `fits::<F>()` holds (checked by every caller), so the slot is
-    // large and aligned enough for an `F` (`UnsafeCell` has the layout of
-    // what it wraps); it is freshly uninitialised, so nothing is
-    // overwritten.
+/// True when a `F` fits this module's slot.
+const fn fits<F>() -> bool {
+    fits_in::<F, Slot>()
+}
+
+/// Writes `f` into a new slot of type `S`. Only called when
+/// `fits_in::<F, S>()`.
+pub(super) fn store_in<F, S>(f: F) -> UnsafeCell<MaybeUninit<S>> {
+    debug_assert!(fits_in::<F, S>());
+    let slot = UnsafeCell::new(MaybeUninit::<S>::uninit());
+    // SAFETY: `fits_in::<F, S>()` holds (checked by every caller), so the
+    // slot is large and aligned enough for an `F` (`UnsafeCell` and
+    // `MaybeUninit` have the layout of what they wrap); it is freshly
+    // uninitialised, so nothing is overwritten.
     unsafe { slot.get().cast::<F>().write(f) };
     slot
+}
+
+/// Writes `f` into a new slot of this module. Only called when `fits::<F>()`.
+fn store<F>(f: F) -> Cell {
+    store_in::<F, [usize; 2]>(f)
 }
 
 /// # Safety

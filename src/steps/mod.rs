@@ -1,6 +1,7 @@
 //! The AsyncSteps engine: root models, the execution API, levels, parallel,
 //! loops, external completion and futures.
 
+pub(crate) mod catch;
 pub(crate) mod def;
 pub(crate) mod flow;
 pub(crate) mod frame;

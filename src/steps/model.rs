@@ -174,7 +174,7 @@ impl AsyncSteps {
         self.steps.len()
     }
 
-    fn parallel_def(&mut self, catch: Option<Box<dyn def::CatchFn>>) -> ModelParallel<'_> {
+    fn parallel_def(&mut self, catch: Option<def::Catch>) -> ModelParallel<'_> {
         self.push(StepDef {
             exec: Exec::Parallel(Vec::new()),
             catch,

@@ -2,7 +2,7 @@
 
 use crate::args::FromArgs;
 use crate::error::{Error, StepResult};
-use crate::steps::def::{self, name_of, CatchFn, Exec, StepDef};
+use crate::steps::def::{self, name_of, Catch, Exec, StepDef};
 use crate::steps::step::Step;
 
 /// Adds branches to a parallel step; returned by [`Step::parallel`].
@@ -35,7 +35,7 @@ pub struct Parallel<'s, 'a> {
 }
 
 impl<'s, 'a> Parallel<'s, 'a> {
-    pub(crate) fn new(step: &'s mut Step<'a>, catch: Option<Box<dyn CatchFn>>) -> Self {
+    pub(crate) fn new(step: &'s mut Step<'a>, catch: Option<Catch>) -> Self {
         step.push(StepDef {
             exec: Exec::Parallel(Vec::new()),
             catch,

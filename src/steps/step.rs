@@ -593,7 +593,7 @@ impl<'a> Step<'a> {
         self.push_await(fut, Some(def::once_catch(on_error)))
     }
 
-    fn push_await<Fut, T, E>(&mut self, fut: Fut, catch: Option<Box<dyn def::CatchFn>>) -> &mut Self
+    fn push_await<Fut, T, E>(&mut self, fut: Fut, catch: Option<def::Catch>) -> &mut Self
     where
         Fut: Future<Output = Result<T, E>> + 'static,
         T: IntoArgs,

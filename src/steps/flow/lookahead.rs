@@ -27,7 +27,7 @@ impl Flow {
             prefetch(&**x, 1);
         }
         if let Some(c) = &f.catch {
-            prefetch(&**c, 1);
+            c.prefetch();
         }
         if let Some(w) = &f.wait {
             prefetch(&**w, 1);
