@@ -164,7 +164,7 @@ fn park_flows(tool: &mut TestTool, hs: &Arc<Mutex<Vec<ExternalHandle>>>, n: usiz
 }
 
 /// Upper bound on the heap bytes of one root flow parked in `wait_external`
-/// amortised over a cold batch: the flow's own 256 B (flow object, its
+/// amortised over a cold batch: the flow's own 248 B (flow object, its
 /// strand/frame/queue buffers, the boxed step closure, the
 /// `ExternalHandle`'s token) plus the scheduler's slot and queue tables,
 /// which grow by doubling (so up to about 2x their live size).
