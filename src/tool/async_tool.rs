@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::steps::result::Promise;
 use crate::tool::handle::ToolHandle;
 use crate::tool::scheduler::{Scheduler, Trim};
-use crate::tool::shared::Shared;
+use crate::tool::shared::{Shared, Sleep};
 use std::future::Future;
 use std::io;
 use std::ops::{Deref, DerefMut};
@@ -29,8 +29,11 @@ impl Wake for LoopWake {
 }
 
 /// One event loop on the current thread (spec 2.6 AsyncTool): immediate and
-/// deferred callbacks, the flows pinned to it, and a cross-thread inbox woken
-/// through a `mio::Waker`.
+/// deferred callbacks, the flows pinned to it, and a cross-thread inbox. An
+/// idle loop sleeps in its `mio::Poll` while it has I/O sources to watch,
+/// and parks its thread otherwise (a futex wake-up costs less than an
+/// eventfd and `epoll_wait`); a message from another thread wakes it
+/// either way.
 ///
 /// It derefs to [`Scheduler`] for `immediate`, `deferred`, `cancel`,
 /// `is_valid`, `is_same_thread` and `stats`. Drive it yourself with
@@ -62,6 +65,18 @@ pub struct AsyncTool {
     /// poll again before its pass (that poll would almost always find
     /// nothing, a wasted system call per wake-up).
     just_polled: bool,
+    /// [`registry`](Self::registry) was handed out: sources the reactor
+    /// does not know of may be registered, so the loop never parks.
+    foreign_sources: std::cell::Cell<bool>,
+}
+
+/// Parks the loop's thread for up to `wait` (`None`: until unparked). A
+/// spurious return only costs a turn.
+fn park(wait: Option<Duration>) {
+    match wait {
+        Some(d) => std::thread::park_timeout(d),
+        None => std::thread::park(),
+    }
 }
 
 impl std::fmt::Debug for AsyncTool {
@@ -85,11 +100,18 @@ impl AsyncTool {
             poll,
             events: mio::Events::with_capacity(256),
             just_polled: false,
+            foreign_sources: std::cell::Cell::new(false),
         })
     }
 
     /// The mio registry of this loop, for I/O sources.
+    ///
+    /// Once it has been asked for, the loop always sleeps in its poll (a
+    /// loop with no source of its own otherwise parks its thread), so a
+    /// source registered here directly still ends a blocking
+    /// [`iterate`](Self::iterate).
     pub fn registry(&self) -> &mio::Registry {
+        self.foreign_sources.set(true);
         self.poll.registry()
     }
 
@@ -144,11 +166,26 @@ impl AsyncTool {
             wait = Some(wait.map_or(d, |w| w.min(d)));
         }
         let mut io = 0;
-        if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep(idle) {
-            let r = self.poll_io(wait);
+        // With no I/O source to watch, the loop parks its thread instead of
+        // blocking in `epoll_wait`: a futex wake-up is the cheaper of the
+        // two, for the waker and for the woken thread (a cross-thread
+        // ping-pong's round trip is two of them).
+        let how = if self.sched.io_waits() == 0 && !self.foreign_sources.get() {
+            Sleep::Park
+        } else {
+            Sleep::Poll
+        };
+        if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep(how, idle) {
+            let r = match how {
+                Sleep::Park => {
+                    park(wait);
+                    Ok(0)
+                }
+                Sleep::Poll => self.poll_io(wait),
+            };
             self.sched.shared.woke();
             io = r?;
-            self.just_polled = true;
+            self.just_polled = how == Sleep::Poll;
         }
         self.sched.now = Instant::now();
         Ok(self.sched.run_pass() + io)
@@ -258,5 +295,105 @@ impl Deref for AsyncTool {
 impl DerefMut for AsyncTool {
     fn deref_mut(&mut self) -> &mut Scheduler {
         &mut self.sched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AsyncSteps, Step};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::Ordering;
+
+    /// Waits (on another thread) until `tool`'s loop sleeps, checks how,
+    /// then runs `wake` there; the loop must come back for it and run
+    /// what it sent, long before the 30 s it was allowed to sleep.
+    fn sleeps_as_and_wakes(
+        tool: &mut AsyncTool,
+        want: Sleep,
+        wake: impl FnOnce(Arc<AtomicBool>) + Send + 'static,
+    ) {
+        let shared = tool.sched.shared.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let t = std::thread::spawn(move || {
+            let how = loop {
+                if let Some(how) = shared.sleeping_as() {
+                    break how;
+                }
+                std::thread::yield_now();
+            };
+            wake(d);
+            how
+        });
+        let start = Instant::now();
+        while !done.load(Ordering::SeqCst) {
+            tool.iterate(Some(Duration::from_secs(30))).unwrap();
+            assert!(start.elapsed() < Duration::from_secs(20), "not woken");
+        }
+        assert_eq!(t.join().unwrap(), want);
+    }
+
+    /// A message from another thread: it sets the flag on the loop.
+    fn message(tool: &AsyncTool) -> impl FnOnce(Arc<AtomicBool>) + Send + 'static {
+        let h = tool.handle();
+        move |d| h.call(move |_| d.store(true, Ordering::SeqCst))
+    }
+
+    #[test]
+    fn a_loop_with_no_source_parks_and_a_message_wakes_it() {
+        let mut tool = AsyncTool::new().unwrap();
+        for _ in 0..3 {
+            let wake = message(&tool);
+            sleeps_as_and_wakes(&mut tool, Sleep::Park, wake);
+        }
+    }
+
+    #[test]
+    fn a_loop_whose_registry_was_taken_sleeps_in_poll() {
+        let mut tool = AsyncTool::new().unwrap();
+        let _ = tool.registry();
+        let wake = message(&tool);
+        sleeps_as_and_wakes(&mut tool, Sleep::Poll, wake);
+    }
+
+    #[test]
+    fn a_loop_waiting_for_io_sleeps_in_poll_and_a_message_still_wakes_it() {
+        let mut tool = AsyncTool::new().unwrap();
+        let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut root = AsyncSteps::new();
+        let ln = crate::TakeOnce::new(listener);
+        root.add(move |s: &mut Step<'_>, ()| {
+            let l = s.stack(ln.take().expect("listener"));
+            s.wait_io(l, mio::Interest::READABLE)
+        });
+        let p = root.promise::<()>(&mut tool);
+        tool.iterate(Some(Duration::ZERO)).unwrap();
+        assert_eq!(tool.stats().io, 1);
+        let wake = message(&tool);
+        sleeps_as_and_wakes(&mut tool, Sleep::Poll, wake);
+        p.cancel();
+        tool.run_until_idle().unwrap();
+        assert_eq!(tool.stats().io, 0);
+    }
+
+    #[test]
+    fn a_parked_block_on_wakes_for_a_flow_of_another_loop() {
+        let mut tool = AsyncTool::new().unwrap();
+        let (other, thread) = AsyncTool::spawn("other").unwrap();
+        // The other loop's flow ends only once this loop is parked in
+        // `block_on`: its completion must wake it.
+        let shared = tool.sched.shared.clone();
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            while shared.sleeping_as() != Some(Sleep::Park) {
+                std::thread::yield_now();
+            }
+            s.success((5u8,))
+        });
+        let p = other.promise::<(u8,)>(root);
+        assert_eq!(tool.block_on(p).unwrap().0, 5);
+        other.stop();
+        thread.join().unwrap();
     }
 }

@@ -5,18 +5,21 @@
 //! [`Shared`](super::shared::Shared) plugs in crossbeam's `Injector` and
 //! mio's `Waker`. The rules:
 //!
-//! - **Sleep** (loop thread, [`Handshake::prepare_sleep`]): store
-//!   `sleeping = true`, SeqCst fence, then look at the queue (and whatever
-//!   else the caller's check reads); sleep only if it is empty.
+//! - **Sleep** (loop thread, [`Handshake::prepare_sleep`]): store how it
+//!   will sleep in `sleeping` (blocked in `poll`, or parked on its thread
+//!   when it watches no I/O source), SeqCst fence, then look at the queue
+//!   (and whatever else the caller's check reads); sleep only if it is
+//!   empty.
 //! - **Send** (other threads, [`Handshake::after_push`]): push, SeqCst
 //!   fence, then look at `closed` and `sleeping`. With a fence on each side
 //!   (the store-buffering pattern), at least one side sees the other's
 //!   write: either the loop sees the message before it sleeps, or the
 //!   producer sees `sleeping` and wakes it.
 //! - **One wake per park** ([`Handshake::wake_if_sleeping`]): only the
-//!   producer whose compare-exchange flips `sleeping` back to false calls
-//!   the waker, so a burst of messages to a parked loop costs one wake
-//!   syscall.
+//!   producer whose compare-exchange flips `sleeping` back to awake calls
+//!   the waker, with the way the loop sleeps (read by that same
+//!   compare-exchange), so a burst of messages to a parked loop costs one
+//!   wake syscall, of the right kind.
 //! - **Close** (loop thread, [`Handshake::close`]): store `closed = true`,
 //!   SeqCst fence, then drain the queue. A producer after its fence either
 //!   finds `closed` (and drains the queue itself) or its message was there
@@ -27,16 +30,32 @@
 //! cannot run crossbeam's `Injector` or mio's `Waker`).
 
 #[cfg(loom)]
-use loom::sync::atomic::{fence, AtomicBool};
+use loom::sync::atomic::{fence, AtomicBool, AtomicU8};
 #[cfg(not(loom))]
-use std::sync::atomic::{fence, AtomicBool};
+use std::sync::atomic::{fence, AtomicBool, AtomicU8};
 
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
+/// How a loop sleeps, so that the producer who wakes it knows how to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sleep {
+    /// Blocked in `mio::Poll::poll`: woken through the `mio::Waker`.
+    Poll,
+    /// Parked on its thread (no I/O source to watch): woken by
+    /// `Thread::unpark`.
+    Park,
+}
+
+const AWAKE: u8 = 0;
+const POLL: u8 = 1;
+const PARK: u8 = 2;
+
 /// The `sleeping` and `closed` flags of one loop.
 pub(crate) struct Handshake {
-    /// True while the loop is (about to be) blocked in `poll`.
-    sleeping: AtomicBool,
+    /// `AWAKE`, or how the loop is (about to be) blocked: `POLL`, `PARK`.
+    /// One atomic, so the producer whose compare-exchange takes the loop
+    /// out of its sleep reads how it sleeps in the same operation.
+    sleeping: AtomicU8,
     /// The loop is gone; messages are settled by their senders.
     closed: AtomicBool,
 }
@@ -57,7 +76,7 @@ pub(crate) enum Posted {
 impl Handshake {
     pub(crate) fn new() -> Self {
         Handshake {
-            sleeping: AtomicBool::new(false),
+            sleeping: AtomicU8::new(AWAKE),
             closed: AtomicBool::new(false),
         }
     }
@@ -70,7 +89,7 @@ impl Handshake {
     /// `sleeping` and wake it) and with the one in [`close`](Self::close)
     /// (either the closing loop drains this message, or we see `closed`).
     #[inline]
-    pub(crate) fn after_push(&self, wake: impl FnOnce()) -> Posted {
+    pub(crate) fn after_push(&self, wake: impl FnOnce(Sleep)) -> Posted {
         fence(SeqCst);
         if self.closed.load(Relaxed) {
             return Posted::Closed;
@@ -88,24 +107,31 @@ impl Handshake {
     /// not one per message. Call it after a SeqCst fence that follows
     /// publishing the work.
     #[inline]
-    pub(crate) fn wake_if_sleeping(&self, wake: impl FnOnce()) -> bool {
-        // A compare-exchange, not a `swap(false)`: the same one RMW, and
-        // only when the load saw `true`. They differ only when `sleeping`
-        // is already false: the swap then writes false over false, which
-        // no thread can tell apart, but which loom (0.7) orders wrongly
-        // against the loop's next `store(true)` (its issue #254, an RMW
-        // not kept atomic in its modification order) and so reports a
-        // lost wake-up that cannot happen. A failed compare-exchange
-        // writes nothing, so the model checks this code as it is.
-        if !self.sleeping.load(Relaxed)
+    pub(crate) fn wake_if_sleeping(&self, wake: impl FnOnce(Sleep)) -> bool {
+        // A compare-exchange, not a `swap(AWAKE)`: the same one RMW, and
+        // only when the load saw a sleep. They differ only when the loop is
+        // already awake: the swap then writes AWAKE over AWAKE, which no
+        // thread can tell apart, but which loom (0.7) orders wrongly
+        // against the loop's next store (its issue #254, an RMW not kept
+        // atomic in its modification order) and so reports a lost wake-up
+        // that cannot happen. A failed compare-exchange writes nothing, so
+        // the model checks this code as it is.
+        let how = self.sleeping.load(Relaxed);
+        if how == AWAKE
             || self
                 .sleeping
-                .compare_exchange(true, false, Relaxed, Relaxed)
+                .compare_exchange(how, AWAKE, Relaxed, Relaxed)
                 .is_err()
         {
+            // Awake, or another producer (or the loop itself) ended this
+            // sleep first: that one wakes it.
             return false;
         }
-        wake();
+        wake(if how == PARK {
+            Sleep::Park
+        } else {
+            Sleep::Poll
+        });
         true
     }
 
@@ -114,13 +140,17 @@ impl Handshake {
     /// Returns true when the loop may sleep; otherwise `sleeping` is taken
     /// back and the loop must run another turn.
     #[inline]
-    pub(crate) fn prepare_sleep(&self, can_sleep: impl FnOnce() -> bool) -> bool {
-        self.sleeping.store(true, Relaxed);
+    pub(crate) fn prepare_sleep(&self, how: Sleep, can_sleep: impl FnOnce() -> bool) -> bool {
+        let v = match how {
+            Sleep::Poll => POLL,
+            Sleep::Park => PARK,
+        };
+        self.sleeping.store(v, Relaxed);
         fence(SeqCst);
         if can_sleep() {
             true
         } else {
-            self.sleeping.store(false, Relaxed);
+            self.sleeping.store(AWAKE, Relaxed);
             false
         }
     }
@@ -128,13 +158,23 @@ impl Handshake {
     /// The loop is back from `poll`.
     #[inline]
     pub(crate) fn woke(&self) {
-        self.sleeping.store(false, Relaxed);
+        self.sleeping.store(AWAKE, Relaxed);
+    }
+
+    /// How the loop sleeps now, if it does (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
+        match self.sleeping.load(Relaxed) {
+            POLL => Some(Sleep::Poll),
+            PARK => Some(Sleep::Park),
+            _ => None,
+        }
     }
 
     /// True while the loop is (about to be) blocked in `poll`: a hint.
     #[inline]
     pub(crate) fn is_sleeping(&self) -> bool {
-        self.sleeping.load(Relaxed)
+        self.sleeping.load(Relaxed) != AWAKE
     }
 
     /// True once [`close`](Self::close) ran. Exact on the loop's own
@@ -162,23 +202,36 @@ mod tests {
     #[test]
     fn one_wake_per_park_and_none_after_close() {
         let h = Handshake::new();
-        let wakes = Cell::new(0);
-        let wake = || wakes.set(wakes.get() + 1);
+        let wakes = Cell::new(Vec::new());
+        let wake = |how| {
+            let mut v = wakes.take();
+            v.push(how);
+            wakes.set(v);
+        };
         // Awake loop: nobody wakes it.
         assert_eq!(h.after_push(wake), Posted::Queued);
-        assert!(!h.prepare_sleep(|| false), "work waiting: no sleep");
+        assert!(
+            !h.prepare_sleep(Sleep::Poll, || false),
+            "work waiting: no sleep"
+        );
         assert!(!h.is_sleeping());
-        // Parked loop: the first message wakes it, the rest of the burst not.
-        assert!(h.prepare_sleep(|| true));
+        // Loop blocked in poll: the first message wakes it, the rest of the
+        // burst not.
+        assert!(h.prepare_sleep(Sleep::Poll, || true));
         assert!(h.is_sleeping());
         assert_eq!(h.after_push(wake), Posted::Woke);
         assert_eq!(h.after_push(wake), Posted::Queued);
-        assert_eq!(wakes.get(), 1);
+        h.woke();
+        // Parked loop: woken the other way.
+        assert!(h.prepare_sleep(Sleep::Park, || true));
+        assert!(h.wake_if_sleeping(wake));
+        assert!(!h.wake_if_sleeping(wake));
+        assert!(!h.is_sleeping());
         h.woke();
         h.close();
         assert!(h.is_closed());
         assert_eq!(h.after_push(wake), Posted::Closed);
-        assert_eq!(wakes.get(), 1);
+        assert_eq!(wakes.take(), vec![Sleep::Poll, Sleep::Park]);
     }
 }
 
@@ -338,7 +391,7 @@ mod loom_tests {
         fn send(&self, m: u32) -> Vec<u32> {
             self.inbox.push(m);
             let mut settled = Vec::new();
-            if self.hs.after_push(|| self.waker.wake()) == Posted::Closed {
+            if self.hs.after_push(|_| self.waker.wake()) == Posted::Closed {
                 self.drain(&mut settled);
             }
             settled
@@ -365,7 +418,7 @@ mod loom_tests {
                     return (got, published);
                 }
                 published += 1;
-                if self.hs.prepare_sleep(|| self.inbox.is_empty()) {
+                if self.hs.prepare_sleep(Sleep::Poll, || self.inbox.is_empty()) {
                     self.waker.poll(std::mem::take(&mut first_times_out));
                     self.hs.woke();
                 }
@@ -448,7 +501,7 @@ mod loom_tests {
                 let spawner = thread::spawn(move || {
                     jobs2.push(7);
                     loom::sync::atomic::fence(SeqCst);
-                    l2.hs.wake_if_sleeping(|| l2.waker.wake());
+                    l2.hs.wake_if_sleeping(|_| l2.waker.wake());
                 });
                 let mut got = Vec::new();
                 while got.is_empty() {
@@ -456,7 +509,8 @@ mod loom_tests {
                         got.push(j);
                     }
                     if got.is_empty()
-                        && l.hs.prepare_sleep(|| l.inbox.is_empty() && jobs.is_empty())
+                        && l.hs
+                            .prepare_sleep(Sleep::Poll, || l.inbox.is_empty() && jobs.is_empty())
                     {
                         l.waker.poll(false);
                         l.hs.woke();
@@ -477,7 +531,7 @@ mod loom_tests {
     fn loom_inbox_burst_to_a_parked_loop_wakes_once() {
         model("inbox: burst to a parked loop, 1 wake", Some(5), || {
             let l = Loop::new();
-            assert!(l.hs.prepare_sleep(|| l.inbox.is_empty()));
+            assert!(l.hs.prepare_sleep(Sleep::Poll, || l.inbox.is_empty()));
             let ths: Vec<_> = (0..2)
                 .map(|i| {
                     let l = l.clone();

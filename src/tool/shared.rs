@@ -4,6 +4,7 @@ use crate::args::{Args, Value};
 use crate::error::Error;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
+pub(crate) use crate::tool::handshake::Sleep;
 use crate::tool::handshake::{Handshake, Posted};
 use crate::tool::scheduler::{FlowKey, Scheduler};
 use crossbeam_deque::{Injector, Steal};
@@ -84,6 +85,9 @@ pub(crate) struct Shared {
     hs: Handshake,
     /// Identity of the owner thread (address of a thread-local).
     thread_mark: usize,
+    /// The owner thread, unparked when the loop sleeps parked
+    /// (`Sleep::Park`).
+    thread: std::thread::Thread,
 }
 
 /// Answers a message whose loop is gone: a flow waiting for a result gets
@@ -161,6 +165,7 @@ impl Shared {
             waker: OnceLock::new(),
             hs: Handshake::new(),
             thread_mark: thread_mark(),
+            thread: std::thread::current(),
         })
     }
 
@@ -208,29 +213,42 @@ impl Shared {
         // `sleeping` and wake it. It also pairs with the one in `close`:
         // either the closing loop drains this message, or we see `closed`
         // and settle it here.
-        if self.hs.after_push(|| self.wake_loop()) == Posted::Closed {
+        if self.hs.after_push(|how| self.wake_as(how)) == Posted::Closed {
             self.drain_inbox();
         }
     }
 
     /// Wakes the loop unconditionally, without a message (a waker whose
-    /// owner does not track `sleeping`, like `block_on`'s).
-    #[inline]
+    /// owner does not track `sleeping`, like `block_on`'s), however it
+    /// sleeps: its thread is unparked (nothing but a flag when it is not
+    /// parked) and its `mio::Waker` is woken.
     pub(crate) fn wake_loop(&self) {
-        if let Some(w) = self.waker.get() {
-            // A failed wake means the poll instance is gone: the loop has
-            // stopped, and the message is dropped with it.
-            let _ = w.wake();
+        self.thread.unpark();
+        self.wake_as(Sleep::Poll);
+    }
+
+    /// Wakes a loop that sleeps the way `how` says.
+    #[inline]
+    fn wake_as(&self, how: Sleep) {
+        match how {
+            Sleep::Park => self.thread.unpark(),
+            Sleep::Poll => {
+                if let Some(w) = self.waker.get() {
+                    // A failed wake means the poll instance is gone: the
+                    // loop has stopped, and the message is dropped with it.
+                    let _ = w.wake();
+                }
+            }
         }
     }
 
-    /// Wakes the loop if it sleeps (or is about to sleep) in `poll`, and
-    /// says whether it did. Only the producer that flips `sleeping` back to
-    /// false makes the wake syscall, so a burst of messages to a parked loop
-    /// costs one wake, not one per message. Call it after a SeqCst fence
-    /// that follows publishing the work.
+    /// Wakes the loop if it sleeps (or is about to sleep), and says
+    /// whether it did. Only the producer that flips `sleeping` back to
+    /// awake makes the wake syscall, so a burst of messages to a parked
+    /// loop costs one wake, not one per message. Call it after a SeqCst
+    /// fence that follows publishing the work.
     pub(crate) fn wake_if_sleeping(&self) -> bool {
-        self.hs.wake_if_sleeping(|| self.wake_loop())
+        self.hs.wake_if_sleeping(|how| self.wake_as(how))
     }
 
     /// The loop is gone (its scheduler dropped): answer every queued message
@@ -249,17 +267,19 @@ impl Shared {
         }
     }
 
-    /// Marks the loop as going to sleep; returns false when it must not
-    /// (messages are waiting, or `idle` says other work is).
+    /// Marks the loop as going to sleep the way `how` says; returns false
+    /// when it must not (messages are waiting, or `idle` says other work
+    /// is).
     ///
     /// `idle` is checked after `sleeping` is published (SeqCst fence), so a
     /// producer of that other work that pushes, fences, and then wakes
     /// every loop it sees sleeping is never missed.
-    pub(crate) fn prepare_sleep(&self, idle: &dyn Fn() -> bool) -> bool {
+    pub(crate) fn prepare_sleep(&self, how: Sleep, idle: &dyn Fn() -> bool) -> bool {
         if !self.local(|q| q.is_empty()) {
             return false;
         }
-        self.hs.prepare_sleep(|| self.inbox.is_empty() && idle())
+        self.hs
+            .prepare_sleep(how, || self.inbox.is_empty() && idle())
     }
 
     /// True while the loop is (about to be) blocked in `poll`: a hint for
@@ -267,6 +287,12 @@ impl Shared {
     /// `wake_if_sleeping` after its fence instead.
     pub(crate) fn is_sleeping(&self) -> bool {
         self.hs.is_sleeping()
+    }
+
+    /// How the loop sleeps now, if it does (tests).
+    #[cfg(test)]
+    pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
+        self.hs.sleeping_as()
     }
 
     pub(crate) fn woke(&self) {
