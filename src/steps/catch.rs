@@ -237,6 +237,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_one_word_capture_with_interior_mutability_is_cloned_in_place() {
+        // `RefCell<()>` is one word (its borrow flag), and its `clone`
+        // borrows, writing the flag through `&self`: the slot is an
+        // `UnsafeCell`, so that is allowed.
+        let cell = std::cell::RefCell::new(());
+        let c = cloned_catch(move |s: &mut Step<'_>, _: &Error| {
+            let _b = cell.borrow_mut();
+            s.success((3u8,))
+        });
+        assert!(!c.is_boxed());
+        let copy = c.try_clone().expect("clonable");
+        let mut tool = TestTool::new();
+        for c in [c, copy] {
+            let mut root = AsyncSteps::new();
+            root.add(|s, ()| s.error(codes::INVALID_REQUEST, "bad"));
+            root.steps[0].catch = Some(c);
+            let p = root.promise(&mut tool);
+            assert_eq!(tool.block_on::<(u8,)>(p).unwrap().0, 3);
+        }
+    }
+
     /// A model whose step fails and whose handler, capturing `cap`, turns
     /// the error into the handler's result.
     fn model<C: Clone + Send + 'static>(cap: C, read: fn(&C) -> u64) -> AsyncSteps {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 const WAKER: mio::Token = mio::Token(usize::MAX);
 
-/// Wakes a loop blocked in `poll` (used by `block_on`).
+/// Wakes a loop however it sleeps (used by `block_on`).
 struct LoopWake(Arc<Shared>);
 
 impl Wake for LoopWake {
@@ -125,6 +125,14 @@ impl AsyncTool {
     /// such a turn may wake before `max_wait` to start, and returns at
     /// once, having run nothing, while more is left to free (1,024 per
     /// turn).
+    ///
+    /// How it blocks: in its `mio::Poll` while a step waits on an I/O
+    /// source or once [`registry`](Self::registry) was handed out;
+    /// otherwise it parks the thread (`std::thread::park_timeout`), so it
+    /// uses the thread's park token. A callback on this thread that calls
+    /// `std::thread::park` itself must re-check its condition, as std asks
+    /// (it may take a wake meant for the loop, and the loop then runs one
+    /// turn early), and a signal no longer ends a parked turn early.
     pub fn iterate(&mut self, max_wait: Option<Duration>) -> io::Result<usize> {
         self.iterate_with(max_wait, &|| true)
     }
@@ -298,7 +306,7 @@ impl DerefMut for AsyncTool {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::{AsyncSteps, Step};
@@ -307,7 +315,7 @@ mod tests {
 
     /// Waits (on another thread) until `tool`'s loop sleeps, checks how,
     /// then runs `wake` there; the loop must come back for it and run
-    /// what it sent, long before the 30 s it was allowed to sleep.
+    /// what it sent, long before the 10 s it was allowed to sleep.
     fn sleeps_as_and_wakes(
         tool: &mut AsyncTool,
         want: Sleep,
@@ -328,8 +336,8 @@ mod tests {
         });
         let start = Instant::now();
         while !done.load(Ordering::SeqCst) {
-            tool.iterate(Some(Duration::from_secs(30))).unwrap();
-            assert!(start.elapsed() < Duration::from_secs(20), "not woken");
+            tool.iterate(Some(Duration::from_secs(10))).unwrap();
+            assert!(start.elapsed() < Duration::from_secs(8), "not woken");
         }
         assert_eq!(t.join().unwrap(), want);
     }
@@ -372,9 +380,37 @@ mod tests {
         assert_eq!(tool.stats().io, 1);
         let wake = message(&tool);
         sleeps_as_and_wakes(&mut tool, Sleep::Poll, wake);
+        // The wait ends and its source is deregistered: the loop parks
+        // from now on, and a message still wakes it.
         p.cancel();
         tool.run_until_idle().unwrap();
         assert_eq!(tool.stats().io, 0);
+        let wake = message(&tool);
+        sleeps_as_and_wakes(&mut tool, Sleep::Park, wake);
+    }
+
+    #[test]
+    fn a_source_registered_through_registry_ends_a_blocking_iterate() {
+        let mut tool = AsyncTool::new().unwrap();
+        let mut listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        tool.registry()
+            .register(&mut listener, mio::Token(7), mio::Interest::READABLE)
+            .unwrap();
+        let shared = tool.sched.shared.clone();
+        let t = std::thread::spawn(move || {
+            while shared.sleeping_as().is_none() {
+                std::thread::yield_now();
+            }
+            let how = shared.sleeping_as();
+            let conn = std::net::TcpStream::connect(addr).unwrap();
+            (how, conn)
+        });
+        let start = Instant::now();
+        tool.iterate(Some(Duration::from_secs(10))).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(8), "not woken");
+        let (how, _conn) = t.join().unwrap();
+        assert_eq!(how, Some(Sleep::Poll));
     }
 
     #[test]
@@ -392,7 +428,20 @@ mod tests {
             s.success((5u8,))
         });
         let p = other.promise::<(u8,)>(root);
+        // A lost wake would leave `block_on` asleep for good: a watchdog
+        // wakes it through the inbox after 8 s, and says so.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let h = tool.handle();
+        let watchdog = std::thread::spawn(move || {
+            let lost = rx.recv_timeout(Duration::from_secs(8)).is_err();
+            if lost {
+                h.call(|_| {});
+            }
+            lost
+        });
         assert_eq!(tool.block_on(p).unwrap().0, 5);
+        let _ = tx.send(());
+        assert!(!watchdog.join().unwrap(), "block_on was not woken");
         other.stop();
         thread.join().unwrap();
     }

@@ -123,8 +123,12 @@ impl Handshake {
                 .compare_exchange(how, AWAKE, Relaxed, Relaxed)
                 .is_err()
         {
-            // Awake, or another producer (or the loop itself) ended this
-            // sleep first: that one wakes it.
+            // Awake, or the loop changed `sleeping` after our load:
+            // another producer woke it, it woke by itself (a timeout), or
+            // it is going to sleep again. In the last case its check after
+            // its own fence sees our message (the store-buffering
+            // guarantee of the two fences: our load missed its store, so
+            // its check cannot miss our push), and it does not sleep.
             return false;
         }
         wake(if how == PARK {
@@ -145,20 +149,26 @@ impl Handshake {
             Sleep::Poll => POLL,
             Sleep::Park => PARK,
         };
-        self.sleeping.store(v, Relaxed);
+        // The loop's writes of `sleeping` are swaps, not stores: the same
+        // value, at the cost of one read-modify-write per sleep, but loom
+        // (0.7, its issue #254) may order a plain store inside a producer's
+        // successful compare-exchange, and then reports a lost wake-up for
+        // a loop that changes how it sleeps. With swaps the model checks
+        // this code as it is.
+        self.sleeping.swap(v, Relaxed);
         fence(SeqCst);
         if can_sleep() {
             true
         } else {
-            self.sleeping.store(AWAKE, Relaxed);
+            self.sleeping.swap(AWAKE, Relaxed);
             false
         }
     }
 
-    /// The loop is back from `poll`.
+    /// The loop is back from its sleep (`poll` or parked).
     #[inline]
     pub(crate) fn woke(&self) {
-        self.sleeping.store(AWAKE, Relaxed);
+        self.sleeping.swap(AWAKE, Relaxed);
     }
 
     /// How the loop sleeps now, if it does (tests).
@@ -171,7 +181,7 @@ impl Handshake {
         }
     }
 
-    /// True while the loop is (about to be) blocked in `poll`: a hint.
+    /// True while the loop is (about to be) asleep: a hint.
     #[inline]
     pub(crate) fn is_sleeping(&self) -> bool {
         self.sleeping.load(Relaxed) != AWAKE
@@ -374,7 +384,10 @@ mod loom_tests {
     struct Loop {
         hs: Handshake,
         inbox: Queue,
+        /// The `mio::Waker` of a loop blocked in `poll`.
         waker: Waker,
+        /// The thread's park token, for a loop that parks.
+        parker: Waker,
     }
 
     impl Loop {
@@ -383,7 +396,17 @@ mod loom_tests {
                 hs: Handshake::new(),
                 inbox: Queue::new(),
                 waker: Waker::new(),
+                parker: Waker::new(),
             })
+        }
+
+        /// The wake of `Shared::wake_as`: only the one `how` names, so a
+        /// loop woken the wrong way stays asleep (and loom reports it).
+        fn wake_as(&self, how: Sleep) {
+            match how {
+                Sleep::Poll => self.waker.wake(),
+                Sleep::Park => self.parker.wake(),
+            }
         }
 
         /// `Shared::send` from another thread; returns the messages this
@@ -391,7 +414,7 @@ mod loom_tests {
         fn send(&self, m: u32) -> Vec<u32> {
             self.inbox.push(m);
             let mut settled = Vec::new();
-            if self.hs.after_push(|_| self.waker.wake()) == Posted::Closed {
+            if self.hs.after_push(|how| self.wake_as(how)) == Posted::Closed {
                 self.drain(&mut settled);
             }
             settled
@@ -409,7 +432,19 @@ mod loom_tests {
         /// The first poll times out when `first_times_out` (a timer was
         /// due). Returns the messages taken and how many times `sleeping`
         /// was published.
-        fn run_until(&self, n: usize, mut first_times_out: bool) -> (Vec<u32>, usize) {
+        fn run_until(&self, n: usize, first_times_out: bool) -> (Vec<u32>, usize) {
+            self.run_until_as(n, first_times_out, &[Sleep::Poll])
+        }
+
+        /// [`run_until`](Self::run_until) for a loop whose `i`-th sleep is
+        /// `sleeps[i % len]` (its I/O sources come and go): it blocks on
+        /// the waker of that kind only.
+        fn run_until_as(
+            &self,
+            n: usize,
+            mut first_times_out: bool,
+            sleeps: &[Sleep],
+        ) -> (Vec<u32>, usize) {
             let mut got = Vec::new();
             let mut published = 0;
             loop {
@@ -417,9 +452,14 @@ mod loom_tests {
                 if got.len() >= n {
                     return (got, published);
                 }
+                let how = sleeps[published % sleeps.len()];
                 published += 1;
-                if self.hs.prepare_sleep(Sleep::Poll, || self.inbox.is_empty()) {
-                    self.waker.poll(std::mem::take(&mut first_times_out));
+                if self.hs.prepare_sleep(how, || self.inbox.is_empty()) {
+                    let w = match how {
+                        Sleep::Poll => &self.waker,
+                        Sleep::Park => &self.parker,
+                    };
+                    w.poll(std::mem::take(&mut first_times_out));
                     self.hs.woke();
                 }
             }
@@ -438,6 +478,11 @@ mod loom_tests {
     /// with every message taken exactly once. The wake calls never exceed
     /// the times the loop published `sleeping`.
     fn no_lost_wakeup(producers: u32, first_times_out: bool) {
+        no_lost_wakeup_as(producers, first_times_out, &[Sleep::Poll]);
+    }
+
+    /// [`no_lost_wakeup`] for a loop that sleeps each way in turn.
+    fn no_lost_wakeup_as(producers: u32, first_times_out: bool, sleeps: &'static [Sleep]) {
         let l = Loop::new();
         let ths: Vec<_> = (0..producers)
             .map(|i| {
@@ -445,14 +490,53 @@ mod loom_tests {
                 thread::spawn(move || l.send(i))
             })
             .collect();
-        let (got, published) = l.run_until(producers as usize, first_times_out);
+        let (got, published) = l.run_until_as(producers as usize, first_times_out, sleeps);
         for t in ths {
             assert!(t.join().unwrap().is_empty(), "nothing settled: not closed");
         }
         assert_eq!(sorted(got), (0..producers).collect::<Vec<_>>());
         assert!(l.inbox.is_empty());
-        let calls = l.waker.calls();
+        let calls = l.waker.calls() + l.parker.calls();
         assert!(calls <= published, "{calls} wakes for {published} parks");
+    }
+
+    // In these, the sleep that blocks is the last kind listed: the first
+    // sleep times out when `first_times_out`, so the loop changes how it
+    // sleeps between a producer's look at `sleeping` and its wake.
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_parked() {
+        model("inbox: no lost wake-up, parked loop", None, || {
+            no_lost_wakeup_as(1, false, &[Sleep::Park])
+        });
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_park_then_poll() {
+        model("inbox: no lost wake-up, parked then in poll", None, || {
+            no_lost_wakeup_as(1, true, &[Sleep::Park, Sleep::Poll])
+        });
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_poll_then_park() {
+        model("inbox: no lost wake-up, in poll then parked", None, || {
+            no_lost_wakeup_as(1, true, &[Sleep::Poll, Sleep::Park])
+        });
+    }
+
+    #[test]
+    fn loom_inbox_no_lost_wakeup_two_producers_mixed_sleeps() {
+        model(
+            "inbox: no lost wake-up, 2 producers, parked then in poll",
+            Some(3),
+            || no_lost_wakeup_as(2, true, &[Sleep::Park, Sleep::Poll]),
+        );
+        model(
+            "inbox: no lost wake-up, 2 producers, in poll then parked",
+            Some(3),
+            || no_lost_wakeup_as(2, true, &[Sleep::Poll, Sleep::Park]),
+        );
     }
 
     #[test]

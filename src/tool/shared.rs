@@ -282,15 +282,15 @@ impl Shared {
             .prepare_sleep(how, || self.inbox.is_empty() && idle())
     }
 
-    /// True while the loop is (about to be) blocked in `poll`: a hint for
-    /// placement; a producer that must not miss a sleeper uses
-    /// `wake_if_sleeping` after its fence instead.
+    /// True while the loop is (about to be) asleep: a hint for placement;
+    /// a producer that must not miss a sleeper uses `wake_if_sleeping`
+    /// after its fence instead.
     pub(crate) fn is_sleeping(&self) -> bool {
         self.hs.is_sleeping()
     }
 
     /// How the loop sleeps now, if it does (tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
         self.hs.sleeping_as()
     }
