@@ -51,8 +51,8 @@ pub struct Cli {
     pub quick: bool,
 
     /// How long our idle loops poll before they park (`Builder::spin`), in
-    /// microseconds. Default 0, as tokio.
-    #[arg(long, default_value_t = 0, value_name = "US")]
+    /// microseconds. Default 10, the crate's default (0 parks at once).
+    #[arg(long, default_value_t = 10, value_name = "US")]
     pub spin_us: u64,
 
     /// Do not pin our runtimes' loop threads to cores (the crate pins them

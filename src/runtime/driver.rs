@@ -370,7 +370,7 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
             // More waits than this loop takes per turn: share it out.
             core.wake_one(idx);
         }
-        if started == 0 && !core.spin.is_zero() && !tool.has_immediates() {
+        if spins(core.spin, started, tool.has_immediates(), tool.io_waits()) {
             spin(idx, core, tool);
         }
         let wait = (started > 0).then_some(Duration::ZERO);
@@ -380,6 +380,15 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
             return Ok(());
         }
     }
+}
+
+/// Whether an idle loop spins before it sleeps: a spin is configured, the
+/// turn started no flow and nothing is queued, and the loop watches no I/O
+/// source. A loop with sources sleeps in its poll at once: the spin looks
+/// only at the inbox and the job queues, so an I/O event arriving meanwhile
+/// would wait for the spin to end.
+fn spins(spin: Duration, started: usize, immediates: bool, io_sources: usize) -> bool {
+    !spin.is_zero() && started == 0 && !immediates && io_sources == 0
 }
 
 /// Polls for messages or new flows for up to the configured spin time.
@@ -470,6 +479,16 @@ fn publish(c: &Counters, tool: Option<&AsyncTool>) {
 mod tests {
     use super::*;
     use crate::steps::result::Promise;
+
+    #[test]
+    fn an_idle_loop_spins_only_with_nothing_to_run_and_no_io_to_watch() {
+        let us = Duration::from_micros;
+        assert!(spins(us(10), 0, false, 0));
+        assert!(!spins(us(0), 0, false, 0), "spinning turned off");
+        assert!(!spins(us(10), 3, false, 0), "it just started flows");
+        assert!(!spins(us(10), 0, true, 0), "callbacks are queued");
+        assert!(!spins(us(10), 0, false, 1), "it watches a socket");
+    }
 
     #[test]
     fn a_queued_job_is_smaller_than_a_model() {
