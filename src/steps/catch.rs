@@ -191,19 +191,10 @@ mod tests {
     use super::*;
     use crate::steps::def::StepDef;
     use crate::steps::frame::Frame;
+    use crate::steps::inline::tests::Probe;
     use crate::{codes, AsyncSteps, TestTool};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-
-    /// Counts drops of the values it is cloned into.
-    #[derive(Clone)]
-    struct Probe(Arc<AtomicUsize>);
-
-    impl Drop for Probe {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     #[test]
     fn a_handler_is_two_words_and_frames_and_steps_do_not_grow() {

@@ -218,15 +218,16 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::{AsyncSteps, Error, TestTool};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    /// Counts drops of the values it is cloned into.
+    /// Counts drops of the values it is cloned into (also used by the
+    /// tests of `catch`).
     #[derive(Clone)]
-    struct Probe(Arc<AtomicUsize>);
+    pub(in crate::steps) struct Probe(pub(in crate::steps) Arc<AtomicUsize>);
 
     impl Drop for Probe {
         fn drop(&mut self) {
