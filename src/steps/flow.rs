@@ -446,6 +446,7 @@ impl Flow {
             catch: def_catch,
             name,
             wait: None,
+            timer: None,
             extra: None,
         });
     }

@@ -28,12 +28,12 @@ pub(crate) const HANDLED: u8 = 2;
 pub(crate) const IN_PLACE: u8 = 4;
 
 /// Per-step data most steps never need, allocated on first use (from the
-/// loop's pool). Kept small, so a step waiting on a timer or holding a
-/// `stack()` value costs little; the rest sits in `Rare`.
+/// loop's pool). Kept small, so a step with a cancel callback or a
+/// `stack()` value costs little; the rest sits in `Rare`. (A step's
+/// timeout is in its `Frame`: setting one needs no `Extra`.)
 #[derive(Default)]
 pub(crate) struct Extra {
     pub cancel: Option<Box<dyn FnOnce()>>,
-    pub timer: Option<TaskHandle>,
     pub stack: Vec<Box<dyn Any>>,
     /// Allocated on first use; kept with the `Extra` when it is recycled.
     pub rare: Option<Box<Rare>>,
@@ -83,6 +83,9 @@ pub(crate) struct Frame {
     pub catch: Option<Catch>,
     pub name: NameFn,
     pub wait: Option<Arc<WaitToken>>,
+    /// The step's timeout (`set_timeout`), kept in the frame itself: a
+    /// step that only sets a timeout needs no `Extra`.
+    pub timer: Option<TaskHandle>,
     pub extra: Option<Box<Extra>>,
 }
 
@@ -130,7 +133,6 @@ impl Extra {
     /// the caller; the values after it in the vector are still dropped.
     pub(crate) fn reset(&mut self) {
         self.cancel = None;
-        self.timer = None;
         if self.stack.capacity() > STACK_KEEP {
             self.stack = Vec::new();
         } else {

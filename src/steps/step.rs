@@ -142,7 +142,7 @@ impl<'a> Step<'a> {
         }
         let seq = self.flow.seq.checked_add(1).unwrap_or(1);
         let f = &mut self.flow.st(self.sid).frames[self.depth];
-        if !(f.flags == 0 && f.extra.is_none() && f.wait.is_none()) {
+        if !(f.flags == 0 && f.extra.is_none() && f.wait.is_none() && f.timer.is_none()) {
             return None;
         }
         if self.sched.budget <= 1 {
@@ -441,11 +441,7 @@ impl<'a> Step<'a> {
         let t = self
             .sched
             .flow_timeout(timeout, self.flow.key, self.sid, seq);
-        let old = self
-            .flow
-            .extra_of(&mut self.sched.extras, self.sid, self.depth)
-            .timer
-            .replace(t);
+        let old = self.flow.st(self.sid).frames[self.depth].timer.replace(t);
         if let Some(old) = old {
             self.sched.cancel_task(old);
         }

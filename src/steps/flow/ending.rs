@@ -22,7 +22,7 @@ impl Flow {
         st.queue.truncate(f.seg as usize);
         // A plain frame (no wait token, nothing in `Extra`) has no activity
         // to end: the common case stays inline.
-        if f.wait.is_some() || f.extra.is_some() {
+        if f.wait.is_some() || f.timer.is_some() || f.extra.is_some() {
             self.end_popped(sched, f, cancel);
         } else {
             // Every field is named (a new one must be looked at here): of
@@ -37,6 +37,7 @@ impl Flow {
                 catch,
                 name: _,
                 wait,
+                timer: _,
                 extra,
             } = f;
             drop(catch);
@@ -44,7 +45,7 @@ impl Flow {
         }
     }
 
-    /// Ends a popped frame that has a wait token or an `Extra`.
+    /// Ends a popped frame that has a wait token, a timer or an `Extra`.
     fn end_popped(&mut self, sched: &mut Scheduler, mut f: Frame, cancel: bool) {
         self.end_frame(sched, &mut f, cancel);
         if let Some(x) = f.extra.take() {
@@ -65,12 +66,12 @@ impl Flow {
             }
             sched.release_token(w);
         }
+        if let Some(t) = f.timer.take() {
+            sched.cancel_task(t);
+        }
         let Some(x) = f.extra.as_mut() else {
             return;
         };
-        if let Some(t) = x.timer.take() {
-            sched.cancel_task(t);
-        }
         if let (Some(io), Some(rare)) = (sched.io.as_mut(), x.rare.as_deref_mut()) {
             if let Some(w) = rare.io.take() {
                 io.end_wait(w.key, w.strand, w.seq);

@@ -17,7 +17,7 @@ impl Flow {
         let st = self.st_get(sid).filter(|s| s.live)?;
         let k = st.frames.iter().rposition(|f| f.seq == seq)?;
         let top_is_k = k + 1 == st.frames.len();
-        st.frames[k].extra.as_ref().and_then(|x| x.timer)?;
+        st.frames[k].timer?;
         if top_is_k {
             if let Some(w) = &st.frames[k].wait {
                 if !w.claim() {
@@ -31,9 +31,7 @@ impl Flow {
         let st = self.st(sid);
         let mut f = st.frames.pop().expect("frame k");
         st.queue.truncate(f.seg as usize);
-        if let Some(x) = f.extra.as_mut() {
-            x.timer = None;
-        }
+        f.timer = None;
         // The timeout claimed the token above: it is this step's end, and
         // its cancel callback runs.
         if let Some(w) = f.wait.take() {
