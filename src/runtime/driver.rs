@@ -499,16 +499,21 @@ mod tests {
         assert_eq!(std::mem::size_of::<AsyncSteps>(), 16 * word);
     }
 
-    /// A root of `n + 1` steps: the first passes 1 on, each next one
-    /// appends its index as a decimal digit; and a state value `k = n`.
-    /// The result is `1`, `10`, `101`, `1012`, ... only when every step ran
-    /// once, in order (a lost step drops a digit).
+    /// A root of `n + 1` steps and a state value `k = n`: the first step
+    /// passes 1 and `k` (read from the state) on, each next one appends
+    /// its index to the first as a decimal digit. The result is `(1, n)`,
+    /// `(10, n)`, `(101, n)`, `(1012, n)`, ... only when the state came
+    /// along and every step ran once, in order (a lost step drops a
+    /// digit).
     fn chain(n: u32) -> AsyncSteps {
         let mut root = AsyncSteps::new();
         root.state().set("k", n);
-        root.add(|s, ()| s.success((1u32,)));
+        root.add(|s, ()| {
+            let k = *s.state().get::<u32>("k").expect("state kept");
+            s.success((1u32, k))
+        });
         for i in 0..n {
-            root.add(move |s, (acc,): (u32,)| s.success((acc * 10 + i,)));
+            root.add(move |s, (acc, k): (u32, u32)| s.success((acc * 10 + i, k)));
         }
         root
     }
@@ -517,18 +522,12 @@ mod tests {
     fn jobs_of_every_size_start_with_all_their_steps_in_order() {
         let mut tool = AsyncTool::new().unwrap();
         // 1 step (inline), 2 (moved to the heap), 3 and 6 (kept on the
-        // model's heap buffer). The last step's result and the state
-        // value come back through a final step that reads both.
+        // model's heap buffer).
         for (n, want) in [(0, 1), (1, 10), (2, 101), (5, 101_234)] {
             let c = Completion::new(Some(tool.shared.clone()));
-            let mut root = chain(n);
-            root.add(|s, (acc,): (u32,)| {
-                let k = *s.state().get::<u32>("k").expect("state kept");
-                s.success((acc, k))
-            });
-            Job::new(root, Some(c.clone())).start(&mut tool);
+            Job::new(chain(n), Some(c.clone())).start(&mut tool);
             let p = Promise::<(u32, u32)>::new(c);
-            assert_eq!(tool.block_on(p).unwrap(), (want, n), "{} steps", n + 2);
+            assert_eq!(tool.block_on(p).unwrap(), (want, n), "{} steps", n + 1);
         }
     }
 
@@ -537,7 +536,7 @@ mod tests {
         let c = Completion::new(None);
         drop(Job::new(chain(1), Some(c.clone())));
         // Answered by the drop itself: no waiting.
-        let mut p = Promise::<(u32,)>::new(c);
+        let mut p = Promise::<(u32, u32)>::new(c);
         let e = p.try_take().expect("answered on drop").unwrap_err();
         assert_eq!(e.code(), codes::CANCELED);
         assert_eq!(
