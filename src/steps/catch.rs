@@ -19,7 +19,8 @@ use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
 
 /// The room for a handler kept in place: one word.
-type Slot = MaybeUninit<usize>;
+type Word = usize;
+type Slot = MaybeUninit<Word>;
 
 /// What to do with the handler in a slot: one static table per stored type.
 struct Table {
@@ -156,9 +157,19 @@ where
 fn make<T>(v: T, table: &'static Table) -> Catch {
     assert!(fits_in::<T, Slot>(), "a stored handler fits its slot");
     Catch {
-        slot: store_in::<T, usize>(v),
+        slot: store_in::<T, Word>(v),
         table,
         _local: PhantomData,
+    }
+}
+
+/// Stores `f` in place with the `in_place` table when it fits the slot,
+/// otherwise as a `Box<F>` with the `boxed` table.
+fn place<F>(f: F, in_place: &'static Table, boxed: &'static Table) -> Catch {
+    if fits_in::<F, Slot>() {
+        make(f, in_place)
+    } else {
+        make(Box::new(f), boxed)
     }
 }
 
@@ -167,11 +178,7 @@ pub(crate) fn once_catch<F>(f: F) -> Catch
 where
     F: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
 {
-    if fits_in::<F, Slot>() {
-        make(f, &Tables::<F, false>::ONCE)
-    } else {
-        make(Box::new(f), &Tables::<Box<F>, true>::ONCE)
-    }
+    place(f, &Tables::<F, false>::ONCE, &Tables::<Box<F>, true>::ONCE)
 }
 
 /// A clonable handler (models, spec 1.5).
@@ -179,11 +186,11 @@ pub(crate) fn cloned_catch<F>(f: F) -> Catch
 where
     F: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
 {
-    if fits_in::<F, Slot>() {
-        make(f, &Tables::<F, false>::CLONED)
-    } else {
-        make(Box::new(f), &Tables::<Box<F>, true>::CLONED)
-    }
+    place(
+        f,
+        &Tables::<F, false>::CLONED,
+        &Tables::<Box<F>, true>::CLONED,
+    )
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
-/// The room for a closure kept in place.
-type Slot = MaybeUninit<[usize; 2]>;
+/// The room for a closure kept in place: two words.
+type Words = [usize; 2];
+type Slot = MaybeUninit<Words>;
 
 /// The slot as stored: behind an `UnsafeCell`, because a captured value
 /// may mutate itself through `&self` (a `RefCell`'s `clone` does), which a
@@ -117,7 +118,7 @@ pub(super) fn store_in<F, S>(f: F) -> UnsafeCell<MaybeUninit<S>> {
 
 /// Writes `f` into a new slot of this module. Only called when `fits::<F>()`.
 fn store<F>(f: F) -> Cell {
-    store_in::<F, [usize; 2]>(f)
+    store_in::<F, Words>(f)
 }
 
 /// # Safety

@@ -3,7 +3,7 @@
 //! A loop that fires thousands of due timeouts touches a different flow for
 //! each: a flow that has waited for milliseconds is no longer in the cache,
 //! and reaching its current step takes a chain of dependent loads (slot,
-//! flow, frame buffer, the frame's `Extra`, the flow's state). Run one after
+//! flow, frame buffer, what the frame points to, the flow's state). Run one after
 //! the other, every load of every chain waits for memory. The loop
 //! therefore looks a few entries ahead and asks the processor to fetch the
 //! next flows' parts while the current one runs (see

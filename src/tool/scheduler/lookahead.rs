@@ -1,7 +1,9 @@
 //! Look-ahead over the loop's queue of fired timers: while one is handled,
 //! the flows of the next few are fetched into the cache in stages (see
 //! `tool::prefetch`). A flow whose timeout fires has waited for
-//! milliseconds and is cold; reaching its step takes five dependent loads.
+//! milliseconds and is cold; reaching its step takes a chain of dependent
+//! loads (task slot, flow slot, flow, frame buffer, what the frame points
+//! to).
 //! Every stage goes through the checked slot lookups, so a stale entry
 //! costs a lookup and nothing else.
 
