@@ -32,18 +32,27 @@ const LOCAL_BACKLOG: usize = 32;
 /// Dropping one that never started (shutdown, a loop gone) answers its
 /// waiter with `Canceled`, so no spawn is ever lost silently.
 ///
-/// Its steps are kept with room for one inline, where a model keeps two:
-/// a queued job is 80 bytes instead of 128. A burst of spawns from outside
-/// the loops can queue hundreds of thousands of jobs (a spawning thread
-/// outruns the loops that start them), and their slots are most of the
-/// burst's memory. A model of one step, or of more than two (already on
-/// the heap), moves over as it is; one of exactly two steps pays one small
-/// allocation to be queued.
+/// A burst of spawns from outside the loops can queue hundreds of
+/// thousands of jobs (a spawning thread outruns the loops that start
+/// them), and their slots are most of the burst's memory: a job is 72
+/// bytes, where the model it came from is 128 (see [`Steps`]).
 pub(crate) struct Job {
-    steps: SmallVec<[StepDef; 1]>,
+    steps: Steps,
     state: State,
     /// `None` once started (or for a detached flow).
     done: Option<Arc<Completion>>,
+}
+
+/// A queued job's steps. A model of one step (what a spawn usually is)
+/// keeps it in place; any other count moves to the heap: a model of more
+/// than two steps is there already and keeps its buffer, one of exactly
+/// two pays one small allocation to be queued, and an empty one none.
+///
+/// The enum is no bigger than one step: its tag goes in a value a step
+/// definition never takes (its callback kind has room to spare).
+enum Steps {
+    One(StepDef),
+    Many(Vec<StepDef>),
 }
 
 // SAFETY: a job's steps and state are the parts of an `AsyncSteps`, moved
@@ -55,12 +64,13 @@ unsafe impl Send for Job {}
 
 impl Job {
     pub(crate) fn new(root: AsyncSteps, done: Option<Arc<Completion>>) -> Self {
-        let AsyncSteps { steps, state } = root;
-        let steps = if steps.spilled() {
-            // Keeps the model's buffer: no copy, no allocation.
-            SmallVec::from_vec(steps.into_vec())
+        let AsyncSteps { mut steps, state } = root;
+        let steps = if steps.len() == 1 && !steps.spilled() {
+            Steps::One(steps.pop().expect("one step"))
         } else {
-            steps.into_iter().collect()
+            // A spilled model keeps its buffer (no copy, no allocation);
+            // two steps in place move to an exact one, none to no buffer.
+            Steps::Many(steps.into_vec())
         };
         Job { steps, state, done }
     }
@@ -76,7 +86,12 @@ impl Job {
                 return;
             }
         }
-        let steps = std::mem::take(&mut self.steps);
+        let steps: SmallVec<[StepDef; 1]> =
+            match std::mem::replace(&mut self.steps, Steps::Many(Vec::new())) {
+                Steps::One(one) => SmallVec::from_buf([one]),
+                // At most one step fits in place; more keep the buffer.
+                Steps::Many(v) => SmallVec::from_vec(v),
+            };
         let state = std::mem::take(&mut self.state);
         tool.start_parts(steps, state, done);
     }
@@ -492,10 +507,11 @@ mod tests {
 
     #[test]
     fn a_queued_job_is_smaller_than_a_model() {
-        // One step inline, the state and the waiter: ten words (the
-        // model keeps room for two steps: sixteen).
+        // One step inline (with no room for a length or capacity), the
+        // state and the waiter: nine words (the model keeps room for two
+        // steps: sixteen).
         let word = std::mem::size_of::<usize>();
-        assert_eq!(std::mem::size_of::<Job>(), 10 * word);
+        assert_eq!(std::mem::size_of::<Job>(), 9 * word);
         assert_eq!(std::mem::size_of::<AsyncSteps>(), 16 * word);
     }
 
@@ -529,6 +545,15 @@ mod tests {
             let p = Promise::<(u32, u32)>::new(c);
             assert_eq!(tool.block_on(p).unwrap(), (want, n), "{} steps", n + 1);
         }
+    }
+
+    #[test]
+    fn a_job_of_an_empty_model_ends_at_once() {
+        let mut tool = AsyncTool::new().unwrap();
+        let c = Completion::new(Some(tool.shared.clone()));
+        Job::new(AsyncSteps::new(), Some(c.clone())).start(&mut tool);
+        tool.block_on(Promise::<()>::new(c)).unwrap();
+        assert_eq!(tool.stats().flows, 0);
     }
 
     #[test]
