@@ -290,6 +290,53 @@ fn async_stack_with_closures_names_the_test_fn() {
     assert!(stack[1].len() > stack[0].len(), "{stack:?}");
 }
 
+/// Every kind of step names itself: a parallel added to the model, a
+/// branch function, a closure that captures more than two words (kept in
+/// a box) and a sync step (named after its section, not its wrapper;
+/// the section's own frame follows it).
+#[test]
+fn async_stack_names_boxed_closures_sync_steps_and_model_parallels() {
+    let stack: Arc<Mutex<Vec<String>>> = Default::default();
+    let st = stack.clone();
+    let mut root = AsyncSteps::new();
+    root.parallel_catch(move |s, e| {
+        assert_eq!(e.code(), "Wide");
+        *st.lock().unwrap() = s
+            .state()
+            .async_stack()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        s.success(())
+    })
+    .add(par_wide);
+    run::<()>(root).unwrap();
+    let stack = stack.lock().unwrap().clone();
+    assert_eq!(stack.len(), 5, "{stack:?}");
+    assert!(
+        stack[0].starts_with("futoin_asyncsteps::steps::parallel::Parallel<"),
+        "{stack:?}"
+    );
+    assert!(stack[1].ends_with("::par_wide"), "{stack:?}");
+    assert!(stack[2].ends_with("::par_wide::{{closure}}"), "{stack:?}");
+    assert!(stack[3].ends_with("::wide_section"), "{stack:?}");
+    assert!(stack[4].ends_with("::wide_section"), "{stack:?}");
+}
+
+fn par_wide(s: &mut Step<'_>, _: ()) -> StepResult {
+    let wide = [1u64, 2, 3, 4];
+    s.add(move |s, ()| {
+        assert_eq!(wide.iter().sum::<u64>(), 10);
+        s.sync(&futoin_asyncsteps::sync::Mutex::new(1, None), wide_section);
+        Ok(())
+    });
+    Ok(())
+}
+
+fn wide_section(s: &mut Step<'_>, _: ()) -> StepResult {
+    s.error("Wide", "in a boxed closure's section")
+}
+
 fn par_outer(s: &mut Step<'_>, _: ()) -> StepResult {
     s.parallel().add(par_branch_ok).add(par_branch_fail);
     Ok(())

@@ -34,8 +34,8 @@ const LOCAL_BACKLOG: usize = 32;
 ///
 /// A burst of spawns from outside the loops can queue hundreds of
 /// thousands of jobs (a spawning thread outruns the loops that start
-/// them), and their slots are most of the burst's memory: a job is 72
-/// bytes, where the model it came from is 128 (see [`Steps`]).
+/// them), and their slots are most of the burst's memory: a job is 64
+/// bytes, where the model it came from is 112 (see [`Steps`]).
 pub(crate) struct Job {
     steps: Steps,
     state: State,
@@ -508,11 +508,11 @@ mod tests {
     #[test]
     fn a_queued_job_is_smaller_than_a_model() {
         // One step inline (with no room for a length or capacity), the
-        // state and the waiter: nine words (the model keeps room for two
-        // steps: sixteen).
+        // state and the waiter: eight words (the model keeps room for two
+        // steps: fourteen).
         let word = std::mem::size_of::<usize>();
-        assert_eq!(std::mem::size_of::<Job>(), 9 * word);
-        assert_eq!(std::mem::size_of::<AsyncSteps>(), 16 * word);
+        assert_eq!(std::mem::size_of::<Job>(), 8 * word);
+        assert_eq!(std::mem::size_of::<AsyncSteps>(), 14 * word);
     }
 
     /// A root of `n + 1` steps and a state value `k = n`: the first step

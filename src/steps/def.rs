@@ -19,12 +19,16 @@ pub(crate) fn name_of<F>() -> NameFn {
 pub(crate) trait ExecFn {
     fn call(self: Box<Self>, s: &mut Step<'_>) -> StepResult;
     fn try_clone(&self) -> Option<Box<dyn ExecFn>>;
+    /// The step's name for `async_stack`.
+    fn name(&self) -> NameFn;
 }
 
-pub(crate) struct Once<F, A>(pub F, PhantomData<fn(A)>);
-pub(crate) struct Cloned<F, A>(pub F, PhantomData<fn(A)>);
+/// A boxed one-shot callback `F` taking `A`, named after `N`.
+pub(crate) struct Once<F, A, N>(pub F, PhantomData<fn(A) -> N>);
+/// A boxed clonable callback `F` taking `A`, named after `N`.
+pub(crate) struct Cloned<F, A, N>(pub F, PhantomData<fn(A) -> N>);
 
-impl<F, A> ExecFn for Once<F, A>
+impl<F, A, N: 'static> ExecFn for Once<F, A, N>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
@@ -37,9 +41,12 @@ where
     fn try_clone(&self) -> Option<Box<dyn ExecFn>> {
         None
     }
+    fn name(&self) -> NameFn {
+        std::any::type_name::<N>
+    }
 }
 
-impl<F, A> ExecFn for Cloned<F, A>
+impl<F, A, N: 'static> ExecFn for Cloned<F, A, N>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
@@ -50,7 +57,10 @@ where
         (self.0)(s, a)
     }
     fn try_clone(&self) -> Option<Box<dyn ExecFn>> {
-        Some(Box::new(Cloned::<F, A>(self.0.clone(), PhantomData)))
+        Some(Box::new(Cloned::<F, A, N>(self.0.clone(), PhantomData)))
+    }
+    fn name(&self) -> NameFn {
+        std::any::type_name::<N>
     }
 }
 
@@ -59,25 +69,25 @@ where
 pub(crate) use crate::steps::catch::{cloned_catch, once_catch, Catch};
 
 /// A one-shot execute callback: in place when small (see `inline`).
-pub(crate) use crate::steps::inline::once;
+pub(crate) use crate::steps::inline::{once, once_named};
 
 /// A clonable execute callback: in place when small (see `inline`).
 pub(crate) use crate::steps::inline::cloned;
 
-pub(crate) fn boxed_once<F, A>(f: F) -> Box<dyn ExecFn>
+pub(crate) fn boxed_once<N: 'static, F, A>(f: F) -> Box<dyn ExecFn>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
 {
-    Box::new(Once(f, PhantomData))
+    Box::new(Once::<F, A, N>(f, PhantomData))
 }
 
-pub(crate) fn boxed_cloned<F, A>(f: F) -> Box<dyn ExecFn>
+pub(crate) fn boxed_cloned<N: 'static, F, A>(f: F) -> Box<dyn ExecFn>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
 {
-    Box::new(Cloned(f, PhantomData))
+    Box::new(Cloned::<F, A, N>(f, PhantomData))
 }
 
 /// A loop driver: produces the next iteration by running the body on the
@@ -87,22 +97,38 @@ pub(crate) type LoopIter = Box<dyn FnMut(&mut Step<'_>) -> Option<StepResult>>;
 /// A boxed future that a step awaits.
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Args, Error>>>>;
 
-/// What a queued step does.
+/// What a queued step does. Each kind knows the step's name for
+/// `async_stack` (a callback from its table, loops and awaits beside their
+/// payload, parallels all share one), so a step definition is six words.
 pub(crate) enum Exec {
     Fn(crate::steps::inline::Callback),
     Parallel(Vec<StepDef>),
-    Loop(Box<(LoopIter, Option<String>)>),
-    Await(BoxFuture),
+    Loop(Box<(LoopIter, Option<String>)>, NameFn),
+    Await(BoxFuture, NameFn),
+}
+
+/// The name a parallel step shows in `async_stack`.
+pub(crate) fn parallel_name() -> &'static str {
+    std::any::type_name::<crate::steps::parallel::Parallel<'static, 'static>>()
 }
 
 /// One queued step.
 pub(crate) struct StepDef {
     pub exec: Exec,
     pub catch: Option<Catch>,
-    pub name: NameFn,
 }
 
 impl StepDef {
+    /// The step's name for `async_stack`.
+    #[inline]
+    pub(crate) fn name(&self) -> NameFn {
+        match &self.exec {
+            Exec::Fn(f) => f.name(),
+            Exec::Parallel(_) => parallel_name,
+            Exec::Loop(_, name) | Exec::Await(_, name) => *name,
+        }
+    }
+
     /// A copy for a cloned model; `None` for one-shot steps.
     pub(crate) fn try_clone(&self) -> Option<StepDef> {
         let exec = match &self.exec {
@@ -110,16 +136,12 @@ impl StepDef {
             Exec::Parallel(v) => {
                 Exec::Parallel(v.iter().map(StepDef::try_clone).collect::<Option<_>>()?)
             }
-            Exec::Loop(_) | Exec::Await(_) => return None,
+            Exec::Loop(..) | Exec::Await(..) => return None,
         };
         let catch = match &self.catch {
             Some(c) => Some(c.try_clone()?),
             None => None,
         };
-        Some(StepDef {
-            exec,
-            catch,
-            name: self.name,
-        })
+        Some(StepDef { exec, catch })
     }
 }

@@ -454,14 +454,14 @@ impl Flow {
     fn exec(&mut self, sched: &mut Scheduler, sid: u32, def: StepDef) -> Option<Act> {
         sched.steps += 1;
         sched.budget = sched.budget.saturating_sub(1);
-        let StepDef { exec, catch, name } = def;
+        let StepDef { exec, catch } = def;
         if !matches!(exec, Exec::Fn(_)) {
             // Only execute callbacks take the previous step's args.
             sched.clear_args();
         }
         match exec {
             Exec::Fn(f) => {
-                self.push_frame(sid, catch, name, Kind::Step);
+                self.push_frame(sid, catch, f.name(), Kind::Step);
                 let depth = self.st(sid).frames.len() - 1;
                 let mut step = Step::new(sched, self, sid, depth, false);
                 let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step)));
@@ -469,7 +469,7 @@ impl Flow {
                 self.after_call(sched, sid, r, out)
             }
             Exec::Parallel(branches) => {
-                self.push_frame(sid, catch, name, Kind::Parallel);
+                self.push_frame(sid, catch, crate::steps::def::parallel_name, Kind::Parallel);
                 if branches.is_empty() {
                     self.pop_frame(sched, sid, false);
                     return Some(Act::Next);
@@ -491,7 +491,7 @@ impl Flow {
                 });
                 None
             }
-            Exec::Loop(b) => {
+            Exec::Loop(b, name) => {
                 self.push_frame(sid, catch, name, Kind::Loop);
                 let (iter, label) = *b;
                 self.top(sid).extra_in(&mut sched.extras).rare().lp = Some(LoopState {
@@ -500,7 +500,7 @@ impl Flow {
                 });
                 self.iterate(sched, sid)
             }
-            Exec::Await(fut) => {
+            Exec::Await(fut, name) => {
                 self.push_frame(sid, catch, name, Kind::Await);
                 let f = self.top(sid);
                 f.flags |= WAIT;

@@ -7,7 +7,7 @@
 
 use crate::args::FromArgs;
 use crate::error::StepResult;
-use crate::steps::def::ExecFn;
+use crate::steps::def::{ExecFn, NameFn};
 use crate::steps::step::Step;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -31,6 +31,9 @@ struct Table {
     drop: unsafe fn(*mut Slot),
     /// Clones the closure into a new callback (models only).
     clone: Option<unsafe fn(*mut Slot) -> Callback>,
+    /// The step's name for `async_stack`: kept here, with the closure's
+    /// type, so a step definition needs no field for it.
+    name: NameFn,
 }
 
 /// A closure kept in place. Invariant: `slot` holds a valid value of the
@@ -90,6 +93,15 @@ impl Callback {
             Callback::Boxed(b) => b.try_clone().map(Callback::Boxed),
         }
     }
+
+    /// The step's name for `async_stack`.
+    #[inline]
+    pub(crate) fn name(&self) -> NameFn {
+        match self {
+            Callback::Inline(i) => i.table.name,
+            Callback::Boxed(b) => b.name(),
+        }
+    }
 }
 
 /// True when a `F` fits a slot `S` (size and alignment); a constant per
@@ -147,20 +159,22 @@ unsafe fn drop_impl<F>(p: *mut Slot) {
 /// `p` holds a valid `F`, not used by anything else during the call (it is
 /// reached through a shared reference, and `F::clone` may use interior
 /// mutability, which the `UnsafeCell` around the slot allows).
-unsafe fn clone_impl<F, A>(p: *mut Slot) -> Callback
+unsafe fn clone_impl<F, A, N: 'static>(p: *mut Slot) -> Callback
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
 {
     // SAFETY: guaranteed by the caller (see above).
     let f = unsafe { &*p.cast::<F>() };
-    cloned(f.clone())
+    cloned_named::<N, F, A>(f.clone())
 }
 
-/// The tables of one closure type.
-struct Tables<F, A>(PhantomData<(F, fn(A))>);
+/// The tables of one closure type `F` taking `A`, for a step named after
+/// the type `N` (usually `F` itself; a wrapper is named after what it
+/// wraps).
+struct Tables<F, A, N>(PhantomData<fn(F, A) -> N>);
 
-impl<F, A> Tables<F, A>
+impl<F, A, N: 'static> Tables<F, A, N>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
@@ -169,10 +183,11 @@ where
         call: call_impl::<F, A>,
         drop: drop_impl::<F>,
         clone: None,
+        name: std::any::type_name::<N>,
     };
 }
 
-impl<F, A> Tables<F, A>
+impl<F, A, N: 'static> Tables<F, A, N>
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
@@ -180,12 +195,24 @@ where
     const CLONED: Table = Table {
         call: call_impl::<F, A>,
         drop: drop_impl::<F>,
-        clone: Some(clone_impl::<F, A>),
+        clone: Some(clone_impl::<F, A, N>),
+        name: std::any::type_name::<N>,
     };
 }
 
-/// A one-shot callback (sub-steps).
+/// A one-shot callback (sub-steps), named after `F`.
+#[inline]
 pub(crate) fn once<F, A>(f: F) -> Callback
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    once_named::<F, F, A>(f)
+}
+
+/// A one-shot callback named after `N` (a wrapper named after the
+/// callback it wraps).
+pub(crate) fn once_named<N: 'static, F, A>(f: F) -> Callback
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
@@ -193,16 +220,26 @@ where
     if fits::<F>() {
         Callback::Inline(Inline {
             slot: store(f),
-            table: &Tables::<F, A>::ONCE,
+            table: &Tables::<F, A, N>::ONCE,
             _local: PhantomData,
         })
     } else {
-        Callback::Boxed(crate::steps::def::boxed_once(f))
+        Callback::Boxed(crate::steps::def::boxed_once::<N, F, A>(f))
     }
 }
 
-/// A clonable callback (models, spec 1.5).
+/// A clonable callback (models, spec 1.5), named after `F`.
+#[inline]
 pub(crate) fn cloned<F, A>(f: F) -> Callback
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
+    A: FromArgs + 'static,
+{
+    cloned_named::<F, F, A>(f)
+}
+
+/// A clonable callback named after `N`.
+pub(crate) fn cloned_named<N: 'static, F, A>(f: F) -> Callback
 where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
     A: FromArgs + 'static,
@@ -210,11 +247,11 @@ where
     if fits::<F>() {
         Callback::Inline(Inline {
             slot: store(f),
-            table: &Tables::<F, A>::CLONED,
+            table: &Tables::<F, A, N>::CLONED,
             _local: PhantomData,
         })
     } else {
-        Callback::Boxed(crate::steps::def::boxed_cloned(f))
+        Callback::Boxed(crate::steps::def::boxed_cloned::<N, F, A>(f))
     }
 }
 

@@ -3,7 +3,7 @@
 use crate::args::{FromArgs, IntoArgs};
 use crate::error::{Error, StepResult};
 use crate::state::State;
-use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::def::{self, Exec, StepDef};
 use crate::steps::loops::LoopItems;
 use crate::steps::result::{Completion, FlowHandle, Promise};
 use crate::steps::step::Step;
@@ -104,7 +104,6 @@ impl AsyncSteps {
         self.push(StepDef {
             exec: Exec::Fn(def::cloned(f)),
             catch: None,
-            name: name_of::<F>(),
         });
         self
     }
@@ -119,7 +118,6 @@ impl AsyncSteps {
         self.push(StepDef {
             exec: Exec::Fn(def::cloned(f)),
             catch: Some(def::cloned_catch(on_error)),
-            name: name_of::<F>(),
         });
         self
     }
@@ -178,7 +176,6 @@ impl AsyncSteps {
         self.push(StepDef {
             exec: Exec::Parallel(Vec::new()),
             catch,
-            name: name_of::<ModelParallel<'static>>(),
         });
         let Some(StepDef {
             exec: Exec::Parallel(v),
@@ -288,7 +285,6 @@ impl ModelParallel<'_> {
         self.branches.push(StepDef {
             exec: Exec::Fn(def::cloned(f)),
             catch: None,
-            name: name_of::<F>(),
         });
         self
     }
@@ -303,7 +299,6 @@ impl ModelParallel<'_> {
         self.branches.push(StepDef {
             exec: Exec::Fn(def::cloned(f)),
             catch: Some(def::cloned_catch(on_error)),
-            name: name_of::<F>(),
         });
         self
     }

@@ -2,7 +2,7 @@
 
 use crate::args::FromArgs;
 use crate::error::{Error, StepResult};
-use crate::steps::def::{self, name_of, Catch, Exec, StepDef};
+use crate::steps::def::{self, Catch, Exec, StepDef};
 use crate::steps::step::Step;
 
 /// Adds branches to a parallel step; returned by [`Step::parallel`].
@@ -39,7 +39,6 @@ impl<'s, 'a> Parallel<'s, 'a> {
         step.push(StepDef {
             exec: Exec::Parallel(Vec::new()),
             catch,
-            name: name_of::<Self>(),
         });
         let q = step.queue_mut();
         let idx = match q.last() {
@@ -87,7 +86,6 @@ impl<'s, 'a> Parallel<'s, 'a> {
         self.branch(StepDef {
             exec: Exec::Fn(def::once(f)),
             catch: None,
-            name: name_of::<F>(),
         })
     }
 
@@ -101,7 +99,6 @@ impl<'s, 'a> Parallel<'s, 'a> {
         self.branch(StepDef {
             exec: Exec::Fn(def::once(f)),
             catch: Some(def::once_catch(on_error)),
-            name: name_of::<F>(),
         })
     }
 }

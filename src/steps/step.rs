@@ -281,7 +281,6 @@ impl<'a> Step<'a> {
         self.push(StepDef {
             exec: Exec::Fn(def::once(f)),
             catch: None,
-            name: name_of::<F>(),
         });
         self
     }
@@ -317,7 +316,6 @@ impl<'a> Step<'a> {
         self.push(StepDef {
             exec: Exec::Fn(def::once(f)),
             catch: Some(def::once_catch(on_error)),
-            name: name_of::<F>(),
         });
         self
     }
@@ -596,11 +594,11 @@ impl<'a> Step<'a> {
         E: Into<Error>,
     {
         self.push(StepDef {
-            exec: Exec::Await(Box::pin(async move {
-                fut.await.map(IntoArgs::into_args).map_err(Into::into)
-            })),
+            exec: Exec::Await(
+                Box::pin(async move { fut.await.map(IntoArgs::into_args).map_err(Into::into) }),
+                name_of::<Fut>(),
+            ),
             catch,
-            name: name_of::<Fut>(),
         });
         self
     }
@@ -659,9 +657,8 @@ impl<'a> Step<'a> {
         name: crate::steps::def::NameFn,
     ) -> &mut Self {
         self.push(StepDef {
-            exec: Exec::Loop(Box::new((iter, label))),
+            exec: Exec::Loop(Box::new((iter, label)), name),
             catch: None,
-            name,
         });
         self
     }

@@ -98,7 +98,7 @@ pub struct Section {
 impl std::fmt::Debug for Section {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Section")
-            .field("step", &(self.def.name)())
+            .field("step", &(self.def.name())())
             .finish()
     }
 }
@@ -141,7 +141,6 @@ impl Section {
             def: StepDef {
                 exec: Exec::Fn(def::once(f)),
                 catch: None,
-                name: name_of::<F>(),
             },
         }
     }
@@ -164,8 +163,10 @@ impl Section {
             StepDef {
                 exec: Exec::Fn(f),
                 catch: None,
-                name,
-            } => Ok((f, name)),
+            } => {
+                let name = f.name();
+                Ok((f, name))
+            }
             def => Err(Section { def }),
         }
     }
@@ -205,11 +206,10 @@ impl<'a> Step<'a> {
         self.push(StepDef {
             // The args stay in the register: the section in place takes
             // them from there.
-            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, ()| {
+            exec: Exec::Fn(def::once_named::<F, _, _>(move |s: &mut Step<'_>, ()| {
                 in_place::sync_step(s, obj, f, name_of::<F>())
             })),
             catch: None,
-            name: name_of::<F>(),
         });
         self
     }
@@ -243,16 +243,17 @@ impl<'a> Step<'a> {
         C: FnOnce(&mut Step<'_>, &Error) -> StepResult + 'static,
     {
         let section = Section::with_catch(f, on_error);
-        self.push_sync(obj.clone(), section, name_of::<F>())
+        self.push_sync::<S, F>(obj.clone(), section)
     }
 
-    fn push_sync<S: ISync>(&mut self, obj: S, section: Section, name: def::NameFn) -> &mut Self {
+    /// Adds the step that syncs `section` on `obj`, named after `N` (the
+    /// section's callback type).
+    fn push_sync<S: ISync, N: 'static>(&mut self, obj: S, section: Section) -> &mut Self {
         self.push(StepDef {
-            exec: Exec::Fn(def::once(move |s: &mut Step<'_>, a: Args| {
-                obj.sync(s, a, section)
-            })),
+            exec: Exec::Fn(def::once_named::<N, _, _>(
+                move |s: &mut Step<'_>, a: Args| obj.sync(s, a, section),
+            )),
             catch: None,
-            name,
         });
         self
     }

@@ -394,7 +394,7 @@ impl Scheduler {
     /// [`start`](Self::start) from a model's parts: its level-0 steps in
     /// any inline size (the runtime queues them in a smaller one) and its
     /// state.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn start_parts<A: smallvec::Array<Item = StepDef>>(
         &mut self,
         steps: SmallVec<A>,

@@ -23,7 +23,7 @@ pub(crate) enum Msg {
     /// Run a closure on the loop.
     Call(Box<dyn FnOnce(&mut Scheduler) + Send>),
     /// Start a flow (from a remote [`ToolHandle`](crate::ToolHandle)); the
-    /// model (136 bytes) is boxed.
+    /// model (112 bytes) is boxed.
     Execute(Box<AsyncSteps>, Option<Arc<Completion>>),
     /// An external completion of a waiting step.
     Complete {
