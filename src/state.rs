@@ -45,9 +45,10 @@ impl<T: Any + Send + Clone> StateValue for T {
     }
 }
 
-/// A pooled flow keeps its emptied `Inner` (and these buffers up to
-/// `KEEP` entries), so the next flow on it records errors without
-/// allocating.
+/// A pooled flow keeps its emptied `Inner` when its map was used (and
+/// these buffers up to `KEEP` entries), so the next flow on it sets keys
+/// and records errors without allocating. One that only recorded errors
+/// goes back to the loop's [`StatePool`] instead.
 #[derive(Default)]
 struct Inner {
     map: HashMap<Cow<'static, str>, Box<dyn StateValue>>,
@@ -76,6 +77,20 @@ impl Inner {
         self.has_info = info.is_some();
     }
 }
+
+/// Emptied `Inner`s whose map was never used: the error records of flows
+/// that only failed (a timeout recovered, say). The loop keeps them, not
+/// its pooled flows, so a flow waiting in a step holds none: a loop whose
+/// flows all once timed out would otherwise carry one per waiting flow
+/// (160 bytes each; 18 MB at the peak of a million timer flows).
+// Boxed: an `Inner` moves between a `State` and the pool as one pointer.
+#[allow(clippy::vec_box)]
+#[derive(Default)]
+pub(crate) struct StatePool(Vec<Box<Inner>>);
+
+/// At most this many `Inner`s are kept per loop: only flows in an error
+/// handler at the same time need one each.
+const STATE_POOL_MAX: usize = 1024;
 
 /// The state map of one flow, shared by all its steps and parallel branches.
 ///
@@ -138,6 +153,18 @@ impl State {
             inner.map = HashMap::new();
         }
         first
+    }
+
+    /// For a cleared state (after [`clear_catching`](Self::clear_catching)):
+    /// gives its storage to the loop's `pool` when its map was never used
+    /// (it only recorded errors); a used map stays with the flow.
+    #[inline]
+    pub(crate) fn recycle(&mut self, pool: &mut StatePool) {
+        if let Some(i) = &self.0 {
+            if i.map.capacity() == 0 && pool.0.len() < STATE_POOL_MAX {
+                pool.0.extend(self.0.take());
+            }
+        }
     }
 
     /// Takes `other` unless it is empty: an empty model state keeps this
@@ -219,12 +246,17 @@ impl State {
     }
 
     /// Records `e` as the last error; `stack` fills `async_stack` (its
-    /// buffer is reused).
+    /// buffer is reused). A state with no storage yet takes it from the
+    /// loop's `pool`.
     pub(crate) fn record_error(
         &mut self,
+        pool: &mut StatePool,
         e: &Error,
         stack: impl FnOnce(&mut SmallVec<[&'static str; STACK_INLINE]>),
     ) {
+        if self.0.is_none() {
+            self.0 = pool.0.pop();
+        }
         let i = self.inner();
         i.set_info(e.info());
         i.last_exception = Some(e.clone());
@@ -291,9 +323,10 @@ mod tests {
     #[test]
     fn record_error_resets_info() {
         let mut s = State::new();
-        s.record_error(&Error::with_info("A", "a"), |v| v.push("f"));
+        let mut pool = StatePool::default();
+        s.record_error(&mut pool, &Error::with_info("A", "a"), |v| v.push("f"));
         assert_eq!(s.error_info(), Some("a"));
-        s.record_error(&Error::new("B"), |_| {});
+        s.record_error(&mut pool, &Error::new("B"), |_| {});
         assert_eq!(s.error_info(), None);
         assert_eq!(s.last_exception().unwrap().code(), "B");
     }
@@ -304,14 +337,59 @@ mod tests {
     fn async_stack_spills_and_is_reset() {
         let mut s = State::new();
         let deep = ["a", "b", "c", "d", "e", "f"];
-        s.record_error(&Error::new("A"), |v| v.extend(deep));
+        let mut pool = StatePool::default();
+        s.record_error(&mut pool, &Error::new("A"), |v| v.extend(deep));
         assert_eq!(s.async_stack(), deep);
         assert!(s.clear_catching().is_none());
         assert_eq!(s.async_stack(), [] as [&str; 0]);
         assert!(s.last_exception().is_none());
-        s.record_error(&Error::new("B"), |v| v.push("g"));
+        s.record_error(&mut pool, &Error::new("B"), |v| v.push("g"));
         assert_eq!(s.async_stack(), ["g"]);
         assert_eq!(s.last_exception().unwrap().code(), "B");
+    }
+
+    /// An error-only state gives its storage to the pool and the next
+    /// record takes that same storage; a state whose map was used keeps
+    /// its own; the pool stops at its bound.
+    #[test]
+    fn error_only_storage_goes_to_the_pool_and_comes_back() {
+        let mut pool = StatePool::default();
+        let mut a = State::new();
+        a.record_error(&mut pool, &Error::with_info("A", "a"), |v| v.push("f"));
+        let storage = &**a.0.as_ref().unwrap() as *const Inner;
+        assert!(a.clear_catching().is_none());
+        a.recycle(&mut pool);
+        assert!(a.0.is_none());
+        assert_eq!(pool.0.len(), 1);
+
+        let mut b = State::new();
+        b.record_error(&mut pool, &Error::new("B"), |_| {});
+        assert_eq!(&**b.0.as_ref().unwrap() as *const Inner, storage);
+        assert!(pool.0.is_empty());
+        assert_eq!(b.error_info(), None);
+        assert_eq!(b.last_exception().unwrap().code(), "B");
+
+        let mut c = State::new();
+        c.set("k", 1u8);
+        c.record_error(&mut pool, &Error::new("C"), |_| {});
+        assert!(c.clear_catching().is_none());
+        c.recycle(&mut pool);
+        assert!(c.0.is_some(), "a used map stays with its flow");
+        assert!(pool.0.is_empty());
+
+        let mut states: Vec<State> = (0..=STATE_POOL_MAX)
+            .map(|_| {
+                let mut s = State::new();
+                s.record_error(&mut StatePool::default(), &Error::new("D"), |_| {});
+                assert!(s.clear_catching().is_none());
+                s
+            })
+            .collect();
+        for s in &mut states {
+            s.recycle(&mut pool);
+        }
+        assert!(states[STATE_POOL_MAX].0.is_some(), "beyond the bound");
+        assert_eq!(pool.0.len(), STATE_POOL_MAX);
     }
 
     /// A map emptied by `remove` is still cleared for reuse, and values

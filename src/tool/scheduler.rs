@@ -148,6 +148,9 @@ pub struct Scheduler {
     pub(crate) extras: Vec<Box<Extra>>,
     /// Closed wait tokens no handle refers to, ready for reuse.
     pub(crate) tokens: Vec<Arc<WaitToken>>,
+    /// Error-record storage of flows that never set a state key (see
+    /// `StatePool`).
+    pub(crate) states: crate::state::StatePool,
     pub(crate) shared: Arc<Shared>,
     pub(crate) steps: u64,
     /// Steps the running flow may still execute before it yields.
@@ -180,6 +183,7 @@ impl Scheduler {
             pool_limits: pools::PoolLimits::default(),
             extras: Vec::new(),
             tokens: Vec::new(),
+            states: Default::default(),
             shared: Shared::new(),
             steps: 0,
             budget: 0,
@@ -531,6 +535,7 @@ impl Scheduler {
                 }
                 if reusable {
                     if self.pool.len() < self.peak_flows {
+                        flow.state.recycle(&mut self.states);
                         self.pool.push(flow);
                     }
                 } else {

@@ -46,12 +46,12 @@ impl Flow {
 
     /// Records `err` in the state with the `async_stack` of strand `sid`:
     /// the frame names from the root down through the parent strands.
-    fn record_error(&mut self, sid: u32, err: &Error) {
+    fn record_error(&mut self, sched: &mut Scheduler, sid: u32, err: &Error) {
         // The state is moved out while the frames are read (no allocation:
         // an empty `State` is `None`).
         let mut state = std::mem::take(&mut self.state);
         let strand = |id: u32| self.st_get(id).expect("live strand");
-        state.record_error(err, |out| {
+        state.record_error(&mut sched.states, err, |out| {
             let mut chain: smallvec::SmallVec<[u32; 4]> = smallvec::smallvec![sid];
             let mut cur = sid;
             while let Some((p, _)) = strand(cur).parent() {
@@ -104,7 +104,7 @@ impl Flow {
         }
         sched.clear_args();
         if record {
-            self.record_error(sid, &err);
+            self.record_error(sched, sid, &err);
         }
         let mut origin = true;
         loop {
@@ -153,7 +153,7 @@ impl Flow {
                         }
                         e2 = e2.into_plain();
                     }
-                    self.record_error(sid, &e2);
+                    self.record_error(sched, sid, &e2);
                     err = e2;
                 }
                 Ok(()) if out.added => {
