@@ -88,8 +88,8 @@ impl Inner {
 #[derive(Default)]
 pub(crate) struct StatePool(Vec<Box<Inner>>);
 
-/// At most this many `Inner`s are kept per loop: only flows in an error
-/// handler at the same time need one each.
+/// At most this many `Inner`s are kept per loop: only flows that have
+/// recorded an error and not yet ended hold one each.
 const STATE_POOL_MAX: usize = 1024;
 
 /// The state map of one flow, shared by all its steps and parallel branches.
@@ -156,8 +156,9 @@ impl State {
     }
 
     /// For a cleared state (after [`clear_catching`](Self::clear_catching)):
-    /// gives its storage to the loop's `pool` when its map was never used
-    /// (it only recorded errors); a used map stays with the flow.
+    /// gives its storage to the loop's `pool` when its map has no buffer
+    /// (never used, or one of more than `KEEP` entries that the clear
+    /// dropped); a map that keeps its buffer stays with the flow.
     #[inline]
     pub(crate) fn recycle(&mut self, pool: &mut StatePool) {
         if let Some(i) = &self.0 {

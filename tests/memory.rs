@@ -164,7 +164,7 @@ fn park_flows(tool: &mut TestTool, hs: &Arc<Mutex<Vec<ExternalHandle>>>, n: usiz
 }
 
 /// Upper bound on the heap bytes of one root flow parked in `wait_external`
-/// amortised over a cold batch: the flow's own 256 B (flow object, its
+/// amortised over a cold batch: the flow's own 248 B (flow object, its
 /// strand/frame/queue buffers, the boxed step closure, the
 /// `ExternalHandle`'s token) plus the scheduler's slot and queue tables,
 /// which grow by doubling (so up to about 2x their live size).
@@ -211,7 +211,7 @@ fn memory_per_waiting_root_flow() {
     let per_k = |x: usize| x / (FLOWS / 1000);
     println!(
         "waiting root flow: cold {cold_per} B/flow ({} allocs + {} reallocs per 1000 flows), \
-         warm {warm_per} B/flow ({} allocs + {} reallocs per 1000 flows); goal 256",
+         warm {warm_per} B/flow ({} allocs + {} reallocs per 1000 flows); goal 256 (one flow: 248)",
         per_k(cold.allocs),
         per_k(cold.reallocs),
         per_k(warm.allocs),
