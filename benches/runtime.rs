@@ -21,6 +21,8 @@
 //! - `scaling`: N independent flows, each `repeat(ITERS)` of a tiny
 //!   computation, on a 1-loop and a 2-loop runtime. Peer: the same on
 //!   `multi_thread` with 1 and 2 workers (`consume_budget` per iteration).
+//!   Printed beside it: what two plain threads of independent work gain
+//!   on this machine, the ceiling for any runtime.
 //! - `timers`: 1,000,000 root flows each waiting on `set_timeout(1..=100 ms)`
 //!   and recovering, vs. 1,000,000 tasks each awaiting `tokio::time::sleep`
 //!   of the same length. Each run is a child process (this binary re-run),
@@ -144,6 +146,43 @@ fn tokio_scale(rt: &tokio::runtime::Runtime, flows: usize, iters: usize) -> Dura
     }
     done.wait();
     t.elapsed()
+}
+
+/// What two threads gain on this machine with no runtime at all: `n`
+/// rounds of eight independent add/shift chains (register-only, so they
+/// use the core's ALUs fully and touch no shared memory) on one thread,
+/// then the same on each of two threads at once. The median of `batches`
+/// ratios of `2 x one / two`; 2.00 when the two cores are truly
+/// independent. (On a VM whose two CPUs are at times scheduled on
+/// siblings of one physical core it is much lower, and no runtime can
+/// scale better than this.)
+fn machine_scaling(batches: usize, n: u64) -> f64 {
+    fn work(n: u64) -> u64 {
+        let mut x = [1u64, 2, 3, 4, 5, 6, 7, 8];
+        for i in 0..n {
+            for v in &mut x {
+                *v = v.wrapping_add(i ^ (*v >> 3));
+            }
+        }
+        x.iter().fold(0, |a, b| a ^ b)
+    }
+    let mut ratios: Vec<f64> = (0..batches.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            black_box(work(black_box(n)));
+            let one = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let hs: Vec<_> = (0..2)
+                .map(|_| std::thread::spawn(move || black_box(work(black_box(n)))))
+                .collect();
+            for h in hs {
+                h.join().expect("worker");
+            }
+            2.0 * one / t.elapsed().as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
 }
 
 // ----------------------------------------------------------------- timers
@@ -361,9 +400,11 @@ fn table() {
         1e9 / ping[1].1.median
     );
     println!(
-        "scaling 1 -> 2 loops: ours {:.2}x, tokio {:.2}x",
+        "scaling 1 -> 2 loops: ours {:.2}x, tokio {:.2}x; the machine itself: {:.2}x \
+         (two threads of independent register-only work, median of {batches})",
         scaling[0].0.median / scaling[1].0.median,
-        scaling[0].1.median / scaling[1].1.median
+        scaling[0].1.median / scaling[1].1.median,
+        machine_scaling(batches, if full { 20_000_000 } else { 200_000 })
     );
 
     // Timers: each run in a fresh process, so peak RSS is its own.
