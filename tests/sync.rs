@@ -200,6 +200,40 @@ fn handover_is_strict_fifo() {
     assert_eq!(r.get(), ["in 0", "in 1", "in 2", "in 3", "in 4"]);
 }
 
+/// A slot handed to a waiter on the same loop: the waiter's section runs
+/// before the releasing flow's next step (which would otherwise delay the
+/// handover by the rest of that flow's burst).
+#[test]
+fn a_local_handover_runs_the_waiter_before_the_releasing_flow_goes_on() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let mut a = AsyncSteps::new();
+    let ra = r.clone();
+    a.sync(&m, move |s, ()| {
+        ra.push("a in".to_string());
+        sleep(s, ms(1));
+        Ok(())
+    });
+    for step in ["a next", "a last"] {
+        let ra = r.clone();
+        a.add(move |_, ()| {
+            ra.push(step.to_string());
+            Ok(())
+        });
+    }
+    a.execute(&mut tool);
+    let mut b = AsyncSteps::new();
+    let rb = r.clone();
+    b.sync(&m, move |_, ()| {
+        rb.push("b in".to_string());
+        Ok(())
+    });
+    b.execute(&mut tool);
+    tool.run_all();
+    assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
+}
+
 #[test]
 fn section_gets_incoming_args_and_its_result_goes_on() {
     let mut tool = TestTool::new();

@@ -122,6 +122,13 @@ impl Extra {
         self.rare.as_deref_mut()
     }
 
+    /// True when it holds a sync slot (dropping it releases one).
+    #[inline]
+    pub(crate) fn holds_sync(&self) -> bool {
+        self.rare_ref()
+            .is_some_and(|r| !r.holds.is_empty() || r.in_place.is_some())
+    }
+
     /// The rarely used part, if it was ever allocated.
     #[inline]
     pub(crate) fn rare_ref(&self) -> Option<&Rare> {

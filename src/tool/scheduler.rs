@@ -430,11 +430,24 @@ impl Scheduler {
     /// Empties the `Extra` of an ended frame and keeps it for the next
     /// frame that needs one. What it holds is dropped here (a panicking
     /// `Drop` goes to the caller, like dropping the frame would).
+    ///
+    /// When that gives a sync slot to a waiter on this loop, the running
+    /// flow yields at its next step: the waiter's grant is a message in
+    /// the local queue, and the rest of this flow's burst (typically its
+    /// next `sync`, which now queues) would otherwise run before the
+    /// holder of the slot does. Under contention from two loops that
+    /// delay sat on the lock's critical path at every local handover.
     #[inline]
     pub(crate) fn recycle_extra(&mut self, mut x: Box<Extra>) {
+        let held = x.holds_sync();
         if self.extras.len() < EXTRA_POOL_MAX {
             x.reset();
             self.extras.push(x);
+        } else {
+            drop(x);
+        }
+        if held && self.shared.has_local() {
+            self.budget = 0;
         }
     }
 

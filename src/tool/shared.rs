@@ -307,6 +307,13 @@ impl Shared {
         steal(|| self.inbox.steal())
     }
 
+    /// True when a message sent from this loop's own thread waits; owner
+    /// thread only.
+    #[inline]
+    pub(crate) fn has_local(&self) -> bool {
+        self.local(|q| !q.is_empty())
+    }
+
     /// True when no message waits; owner thread only.
     pub(crate) fn is_empty(&self) -> bool {
         self.local(|q| q.is_empty()) && self.inbox.is_empty()
