@@ -234,6 +234,44 @@ fn a_local_handover_runs_the_waiter_before_the_releasing_flow_goes_on() {
     assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
 }
 
+/// Only a grant makes the releasing flow yield: a flow leaving a free
+/// mutex goes on at once even while a message for another flow of its
+/// loop waits (here one its own section posted).
+#[test]
+fn a_release_without_a_waiter_does_not_yield() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let slot: Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>> = Default::default();
+    let mut c = AsyncSteps::new();
+    let (rc, sc) = (r.clone(), slot.clone());
+    c.add(move |s, ()| {
+        *sc.lock().unwrap() = Some(s.wait_external());
+        Ok(())
+    });
+    c.add(move |_, ()| {
+        rc.push("c resumed".to_string());
+        Ok(())
+    });
+    c.execute(&mut tool);
+    tool.run_all_ready();
+    let mut a = AsyncSteps::new();
+    let (ra, sa) = (r.clone(), slot.clone());
+    a.sync(&m, move |_, ()| {
+        ra.push("a in".to_string());
+        sa.lock().unwrap().take().unwrap().success(()).unwrap();
+        Ok(())
+    });
+    let ra = r.clone();
+    a.add(move |_, ()| {
+        ra.push("a next".to_string());
+        Ok(())
+    });
+    a.execute(&mut tool);
+    tool.run_all();
+    assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
+}
+
 #[test]
 fn section_gets_incoming_args_and_its_result_goes_on() {
     let mut tool = TestTool::new();

@@ -307,11 +307,11 @@ impl Shared {
         steal(|| self.inbox.steal())
     }
 
-    /// True when a message sent from this loop's own thread waits; owner
+    /// Messages sent from this loop's own thread and waiting; owner
     /// thread only.
     #[inline]
-    pub(crate) fn has_local(&self) -> bool {
-        self.local(|q| !q.is_empty())
+    pub(crate) fn local_len(&self) -> usize {
+        self.local(|q| q.len())
     }
 
     /// True when no message waits; owner thread only.
