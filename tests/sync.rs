@@ -272,6 +272,94 @@ fn a_release_without_a_waiter_does_not_yield() {
     assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
 }
 
+/// The release may come while a flow is being resumed: here the section
+/// waits for an external completion and ends when it comes. The waiter
+/// still runs before the releasing flow's next steps.
+#[test]
+fn a_handover_made_while_resuming_also_runs_the_waiter_first() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let slot: Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>> = Default::default();
+    let mut a = AsyncSteps::new();
+    let (ra, sa) = (r.clone(), slot.clone());
+    a.sync(&m, move |s, ()| {
+        ra.push("a in".to_string());
+        *sa.lock().unwrap() = Some(s.wait_external());
+        Ok(())
+    });
+    for step in ["a next", "a last"] {
+        let ra = r.clone();
+        a.add(move |_, ()| {
+            ra.push(step.to_string());
+            Ok(())
+        });
+    }
+    a.execute(&mut tool);
+    let mut b = AsyncSteps::new();
+    let rb = r.clone();
+    b.sync(&m, move |_, ()| {
+        rb.push("b in".to_string());
+        Ok(())
+    });
+    b.execute(&mut tool);
+    tool.run_all();
+    assert_eq!(r.get(), ["a in"]);
+    let h = slot.lock().unwrap().take().expect("a waits");
+    h.success(()).unwrap();
+    tool.run_all();
+    assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
+}
+
+/// Completes a waiting step when dropped.
+struct Completer(Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>>);
+
+impl Drop for Completer {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.lock().unwrap().take() {
+            let _ = h.success(());
+        }
+    }
+}
+
+/// A message that a `stack()` value of the section posts as it is
+/// dropped is no grant: the flow leaving the free mutex goes on, as the
+/// same flow without `sync` does.
+#[test]
+fn a_message_from_a_dropped_stack_value_is_no_grant() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let slot: Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>> = Default::default();
+    let mut c = AsyncSteps::new();
+    let (rc, sc) = (r.clone(), slot.clone());
+    c.add(move |s, ()| {
+        *sc.lock().unwrap() = Some(s.wait_external());
+        Ok(())
+    });
+    c.add(move |_, ()| {
+        rc.push("c resumed".to_string());
+        Ok(())
+    });
+    c.execute(&mut tool);
+    tool.run_all_ready();
+    let mut a = AsyncSteps::new();
+    let (ra, sa) = (r.clone(), slot.clone());
+    a.sync(&m, move |s, ()| {
+        ra.push("a in".to_string());
+        s.stack(Completer(sa));
+        Ok(())
+    });
+    let ra = r.clone();
+    a.add(move |_, ()| {
+        ra.push("a next".to_string());
+        Ok(())
+    });
+    a.execute(&mut tool);
+    tool.run_all();
+    assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
+}
+
 #[test]
 fn section_gets_incoming_args_and_its_result_goes_on() {
     let mut tool = TestTool::new();

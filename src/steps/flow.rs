@@ -325,8 +325,16 @@ impl Flow {
             }
         };
         if let Some((sid, act)) = first {
-            if let Some(r) = self.run_strand(sched, sid, act) {
-                return Some(r);
+            // Resuming may already have spent the budget: a frame ended on
+            // the way handed a sync slot to a waiter of this loop (see
+            // `Scheduler::recycle_extra`), which then goes first.
+            let r = if sched.budget == 0 {
+                self.pause(sched, sid, act)
+            } else {
+                self.run_strand(sched, sid, act)
+            };
+            if r.is_some() {
+                return r;
             }
         }
         while sched.budget > 0 {
@@ -389,16 +397,22 @@ impl Flow {
                 return None;
             }
             if sched.budget == 0 {
-                let q = match act {
-                    Act::Next => Queued::Next(std::mem::take(&mut sched.args)),
-                    Act::Fail(e) => Queued::Fail(e),
-                    Act::Up(e) => Queued::Up(e),
-                    Act::End(r) => return Some(r),
-                };
-                self.push_ready(true, sid, q);
-                return None;
+                return self.pause(sched, sid, act);
             }
         }
+    }
+
+    /// Parks strand `sid` at the front of the ready queue with what it was
+    /// about to do (the budget is spent); an `End` is the flow's result.
+    fn pause(&mut self, sched: &mut Scheduler, sid: u32, act: Act) -> Option<Result<(), Error>> {
+        let q = match act {
+            Act::Next => Queued::Next(std::mem::take(&mut sched.args)),
+            Act::Fail(e) => Queued::Fail(e),
+            Act::Up(e) => Queued::Up(e),
+            Act::End(r) => return Some(r),
+        };
+        self.push_ready(true, sid, q);
+        None
     }
 
     /// Runs the next step of the top level, or completes the top frame.

@@ -122,13 +122,6 @@ impl Extra {
         self.rare.as_deref_mut()
     }
 
-    /// True when it holds a sync slot (dropping it releases one).
-    #[inline]
-    pub(crate) fn holds_sync(&self) -> bool {
-        self.rare_ref()
-            .is_some_and(|r| !r.holds.is_empty() || r.in_place.is_some())
-    }
-
     /// The rarely used part, if it was ever allocated.
     #[inline]
     pub(crate) fn rare_ref(&self) -> Option<&Rare> {
@@ -138,21 +131,31 @@ impl Extra {
     /// Empties it for reuse, dropping what it holds in field order (as
     /// dropping it would). A panicking `Drop` of a `stack()` value goes to
     /// the caller; the values after it in the vector are still dropped.
-    pub(crate) fn reset(&mut self) {
+    ///
+    /// Returns true when giving back its sync slots posted a message to
+    /// the loop's own queue (a grant to a waiter of this loop):
+    /// `local_len` is read just before and after the slots go, so a
+    /// message another value's `Drop` posts does not count.
+    pub(crate) fn reset(&mut self, mut local_len: impl FnMut() -> usize) -> bool {
         self.cancel = None;
         if self.stack.capacity() > STACK_KEEP {
             self.stack = Vec::new();
         } else {
             self.stack.clear();
         }
+        let mut granted = false;
         if let Some(r) = self.rare.as_deref_mut() {
             // Each part is tested first: most are empty, and a test is
             // cheaper than a call into the part's drop glue.
-            if !r.holds.is_empty() {
-                r.holds.clear();
-            }
-            if r.in_place.is_some() {
-                r.in_place = None;
+            if !r.holds.is_empty() || r.in_place.is_some() {
+                let before = local_len();
+                if !r.holds.is_empty() {
+                    r.holds.clear();
+                }
+                if r.in_place.is_some() {
+                    r.in_place = None;
+                }
+                granted = local_len() > before;
             }
             if r.io.is_some() {
                 r.io = None;
@@ -170,6 +173,7 @@ impl Extra {
                 r.fut = None;
             }
         }
+        granted
     }
 }
 

@@ -439,17 +439,12 @@ impl Scheduler {
     /// delay sat on the lock's critical path at every local handover.
     #[inline]
     pub(crate) fn recycle_extra(&mut self, mut x: Box<Extra>) {
-        // Messages already waiting do not count: only a grant posted by
-        // this release makes the flow yield.
-        let posted = x.holds_sync().then(|| self.shared.local_len());
-        if self.extras.len() < EXTRA_POOL_MAX {
-            x.reset();
-            self.extras.push(x);
-        } else {
-            drop(x);
-        }
-        if posted.is_some_and(|n| self.shared.local_len() > n) {
+        let shared = &self.shared;
+        if x.reset(|| shared.local_len()) {
             self.budget = 0;
+        }
+        if self.extras.len() < EXTRA_POOL_MAX {
+            self.extras.push(x);
         }
     }
 

@@ -185,7 +185,8 @@ impl Shared {
         debug_assert!(self.is_same_thread());
         // SAFETY: `local` is only reached from the thread that owns the loop:
         // `send` checks `is_same_thread()` first, and the other callers
-        // (`close`, `prepare_sleep`, `pop`, `is_empty`, `depth`) are reached
+        // (`close`, `prepare_sleep`, `pop`, `is_empty`, `depth`,
+        // `local_len`) are reached
         // only through the owner's `Scheduler` or the tool holding it (all
         // `!Send`, so the owner never changes), as the assertion above
         // checks in debug builds. So no two
