@@ -224,6 +224,16 @@ fn outer_step(s: &mut Step<'_>, _: ()) -> StepResult {
     Ok(())
 }
 
+/// Keeps the `async_stack` a handler sees, as strings.
+fn keep_stack(into: &Mutex<Vec<String>>, s: &mut Step<'_>) {
+    *into.lock().unwrap() = s
+        .state()
+        .async_stack()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+}
+
 fn middle_step(s: &mut Step<'_>, _: ()) -> StepResult {
     s.add(failing_step);
     Ok(())
@@ -240,12 +250,7 @@ fn async_stack_names_the_failing_step_last() {
     let mut root = AsyncSteps::new();
     root.add_catch(outer_step, move |s, e| {
         assert_eq!(e.code(), "Deep");
-        *st.lock().unwrap() = s
-            .state()
-            .async_stack()
-            .iter()
-            .map(|n| n.to_string())
-            .collect();
+        keep_stack(&st, s);
         s.success(())
     });
     run::<()>(root).unwrap();
@@ -267,12 +272,7 @@ fn async_stack_with_closures_names_the_test_fn() {
             Ok(())
         },
         move |s, _| {
-            *st.lock().unwrap() = s
-                .state()
-                .async_stack()
-                .iter()
-                .map(|n| n.to_string())
-                .collect();
+            keep_stack(&st, s);
             s.success(())
         },
     );
@@ -301,12 +301,7 @@ fn async_stack_names_boxed_closures_sync_steps_and_model_parallels() {
     let mut root = AsyncSteps::new();
     root.parallel_catch(move |s, e| {
         assert_eq!(e.code(), "Wide");
-        *st.lock().unwrap() = s
-            .state()
-            .async_stack()
-            .iter()
-            .map(|n| n.to_string())
-            .collect();
+        keep_stack(&st, s);
         s.success(())
     })
     .add(par_wide);
@@ -361,12 +356,7 @@ fn async_stack_in_branch_handler_names_the_branch_step_last() {
         s.parallel()
             .add(par_branch_ok)
             .add_catch(par_branch_fail, move |s, _| {
-                *st.lock().unwrap() = s
-                    .state()
-                    .async_stack()
-                    .iter()
-                    .map(|n| n.to_string())
-                    .collect();
+                keep_stack(&st, s);
                 Ok(())
             });
         Ok(())
@@ -390,12 +380,7 @@ fn async_stack_through_a_parallel_branch() {
     let mut root = AsyncSteps::new();
     root.add_catch(par_outer, move |s, e| {
         assert_eq!(e.code(), "BranchFail");
-        *st.lock().unwrap() = s
-            .state()
-            .async_stack()
-            .iter()
-            .map(|n| n.to_string())
-            .collect();
+        keep_stack(&st, s);
         s.success(())
     });
     run::<()>(root).unwrap();

@@ -200,6 +200,47 @@ fn handover_is_strict_fifo() {
     assert_eq!(r.get(), ["in 0", "in 1", "in 2", "in 3", "in 4"]);
 }
 
+// ---- handing a slot over on one loop: who runs first ----
+
+/// Where a waiting step leaves its handle.
+type HandleSlot = Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>>;
+
+/// Appends steps that record `names`, in order.
+fn record_steps(root: &mut AsyncSteps, r: &Recorder, names: &[&'static str]) {
+    for &name in names {
+        let r = r.clone();
+        root.add(move |_, ()| {
+            r.push(name.to_string());
+            Ok(())
+        });
+    }
+}
+
+/// Starts a flow whose section records "b in" (it queues behind a holder).
+fn start_waiter(tool: &mut TestTool, m: &Mutex, r: &Recorder) {
+    let mut b = AsyncSteps::new();
+    let r = r.clone();
+    b.sync(m, move |_, ()| {
+        r.push("b in".to_string());
+        Ok(())
+    });
+    b.execute(tool);
+}
+
+/// Starts a flow that parks its handle in `slot` and records "c resumed"
+/// once completed; runs it up to its wait.
+fn start_parked(tool: &mut TestTool, r: &Recorder, slot: &HandleSlot) {
+    let mut c = AsyncSteps::new();
+    let sc = slot.clone();
+    c.add(move |s, ()| {
+        *sc.lock().unwrap() = Some(s.wait_external());
+        Ok(())
+    });
+    record_steps(&mut c, r, &["c resumed"]);
+    c.execute(tool);
+    tool.run_all_ready();
+}
+
 /// A slot handed to a waiter on the same loop: the waiter's section runs
 /// before the releasing flow's next step (which would otherwise delay the
 /// handover by the rest of that flow's burst).
@@ -215,21 +256,36 @@ fn a_local_handover_runs_the_waiter_before_the_releasing_flow_goes_on() {
         sleep(s, ms(1));
         Ok(())
     });
-    for step in ["a next", "a last"] {
-        let ra = r.clone();
-        a.add(move |_, ()| {
-            ra.push(step.to_string());
-            Ok(())
-        });
-    }
+    record_steps(&mut a, &r, &["a next", "a last"]);
     a.execute(&mut tool);
-    let mut b = AsyncSteps::new();
-    let rb = r.clone();
-    b.sync(&m, move |_, ()| {
-        rb.push("b in".to_string());
+    start_waiter(&mut tool, &m, &r);
+    tool.run_all();
+    assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
+}
+
+/// The release may come while a flow is being resumed: here the section
+/// waits for an external completion and ends when it comes. The waiter
+/// still runs before the releasing flow's next steps.
+#[test]
+fn a_handover_made_while_resuming_also_runs_the_waiter_first() {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let slot = HandleSlot::default();
+    let mut a = AsyncSteps::new();
+    let (ra, sa) = (r.clone(), slot.clone());
+    a.sync(&m, move |s, ()| {
+        ra.push("a in".to_string());
+        *sa.lock().unwrap() = Some(s.wait_external());
         Ok(())
     });
-    b.execute(&mut tool);
+    record_steps(&mut a, &r, &["a next", "a last"]);
+    a.execute(&mut tool);
+    start_waiter(&mut tool, &m, &r);
+    tool.run_all();
+    assert_eq!(r.get(), ["a in"]);
+    let h = slot.lock().unwrap().take().expect("a waits");
+    h.success(()).unwrap();
     tool.run_all();
     assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
 }
@@ -242,19 +298,8 @@ fn a_release_without_a_waiter_does_not_yield() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
     let r = Recorder::default();
-    let slot: Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>> = Default::default();
-    let mut c = AsyncSteps::new();
-    let (rc, sc) = (r.clone(), slot.clone());
-    c.add(move |s, ()| {
-        *sc.lock().unwrap() = Some(s.wait_external());
-        Ok(())
-    });
-    c.add(move |_, ()| {
-        rc.push("c resumed".to_string());
-        Ok(())
-    });
-    c.execute(&mut tool);
-    tool.run_all_ready();
+    let slot = HandleSlot::default();
+    start_parked(&mut tool, &r, &slot);
     let mut a = AsyncSteps::new();
     let (ra, sa) = (r.clone(), slot.clone());
     a.sync(&m, move |_, ()| {
@@ -262,57 +307,14 @@ fn a_release_without_a_waiter_does_not_yield() {
         sa.lock().unwrap().take().unwrap().success(()).unwrap();
         Ok(())
     });
-    let ra = r.clone();
-    a.add(move |_, ()| {
-        ra.push("a next".to_string());
-        Ok(())
-    });
+    record_steps(&mut a, &r, &["a next"]);
     a.execute(&mut tool);
     tool.run_all();
     assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
 }
 
-/// The release may come while a flow is being resumed: here the section
-/// waits for an external completion and ends when it comes. The waiter
-/// still runs before the releasing flow's next steps.
-#[test]
-fn a_handover_made_while_resuming_also_runs_the_waiter_first() {
-    let mut tool = TestTool::new();
-    let m = Mutex::new(1, None);
-    let r = Recorder::default();
-    let slot: Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>> = Default::default();
-    let mut a = AsyncSteps::new();
-    let (ra, sa) = (r.clone(), slot.clone());
-    a.sync(&m, move |s, ()| {
-        ra.push("a in".to_string());
-        *sa.lock().unwrap() = Some(s.wait_external());
-        Ok(())
-    });
-    for step in ["a next", "a last"] {
-        let ra = r.clone();
-        a.add(move |_, ()| {
-            ra.push(step.to_string());
-            Ok(())
-        });
-    }
-    a.execute(&mut tool);
-    let mut b = AsyncSteps::new();
-    let rb = r.clone();
-    b.sync(&m, move |_, ()| {
-        rb.push("b in".to_string());
-        Ok(())
-    });
-    b.execute(&mut tool);
-    tool.run_all();
-    assert_eq!(r.get(), ["a in"]);
-    let h = slot.lock().unwrap().take().expect("a waits");
-    h.success(()).unwrap();
-    tool.run_all();
-    assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
-}
-
 /// Completes a waiting step when dropped.
-struct Completer(Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>>);
+struct Completer(HandleSlot);
 
 impl Drop for Completer {
     fn drop(&mut self) {
@@ -330,19 +332,8 @@ fn a_message_from_a_dropped_stack_value_is_no_grant() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
     let r = Recorder::default();
-    let slot: Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>> = Default::default();
-    let mut c = AsyncSteps::new();
-    let (rc, sc) = (r.clone(), slot.clone());
-    c.add(move |s, ()| {
-        *sc.lock().unwrap() = Some(s.wait_external());
-        Ok(())
-    });
-    c.add(move |_, ()| {
-        rc.push("c resumed".to_string());
-        Ok(())
-    });
-    c.execute(&mut tool);
-    tool.run_all_ready();
+    let slot = HandleSlot::default();
+    start_parked(&mut tool, &r, &slot);
     let mut a = AsyncSteps::new();
     let (ra, sa) = (r.clone(), slot.clone());
     a.sync(&m, move |s, ()| {
@@ -350,11 +341,7 @@ fn a_message_from_a_dropped_stack_value_is_no_grant() {
         s.stack(Completer(sa));
         Ok(())
     });
-    let ra = r.clone();
-    a.add(move |_, ()| {
-        ra.push("a next".to_string());
-        Ok(())
-    });
+    record_steps(&mut a, &r, &["a next"]);
     a.execute(&mut tool);
     tool.run_all();
     assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
