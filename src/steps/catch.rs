@@ -12,7 +12,7 @@
 //! memory that thread did not allocate).
 
 use crate::error::{Error, StepResult};
-use crate::steps::inline::{fits_in, store_in};
+use crate::steps::inline::{drop_impl, fits_in, store_in};
 use crate::steps::step::Step;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -107,13 +107,6 @@ where
 }
 
 /// # Safety
-/// `p` holds an owned, valid `F`, dropped here (not to be used again).
-unsafe fn drop_impl<F>(p: *mut Slot) {
-    // SAFETY: guaranteed by the caller (see above).
-    unsafe { p.cast::<F>().drop_in_place() }
-}
-
-/// # Safety
 /// `p` holds a valid `T`, not used by anything else during the call.
 unsafe fn clone_impl<T, const BOXED: bool>(p: *mut Slot) -> Catch
 where
@@ -134,7 +127,7 @@ where
 {
     const ONCE: Table = Table {
         call: call_impl::<T>,
-        drop: drop_impl::<T>,
+        drop: drop_impl::<T, Word>,
         clone: None,
         boxed: BOXED,
     };
@@ -146,7 +139,7 @@ where
 {
     const CLONED: Table = Table {
         call: call_impl::<T>,
-        drop: drop_impl::<T>,
+        drop: drop_impl::<T, Word>,
         clone: Some(clone_impl::<T, BOXED>),
         boxed: BOXED,
     };

@@ -148,9 +148,11 @@ where
     f(s, a)
 }
 
+/// Drops the `F` in a slot of type `S` (this module's or `catch`'s).
+///
 /// # Safety
 /// `p` holds an owned, valid `F`, dropped here (not to be used again).
-unsafe fn drop_impl<F>(p: *mut Slot) {
+pub(super) unsafe fn drop_impl<F, S>(p: *mut MaybeUninit<S>) {
     // SAFETY: guaranteed by the caller (see above).
     unsafe { p.cast::<F>().drop_in_place() }
 }
@@ -181,7 +183,7 @@ where
 {
     const ONCE: Table = Table {
         call: call_impl::<F, A>,
-        drop: drop_impl::<F>,
+        drop: drop_impl::<F, Words>,
         clone: None,
         name: std::any::type_name::<N>,
     };
@@ -194,7 +196,7 @@ where
 {
     const CLONED: Table = Table {
         call: call_impl::<F, A>,
-        drop: drop_impl::<F>,
+        drop: drop_impl::<F, Words>,
         clone: Some(clone_impl::<F, A, N>),
         name: std::any::type_name::<N>,
     };

@@ -156,17 +156,14 @@ impl Section {
         section
     }
 
-    /// The callback and name of a section without an error handler, to
-    /// run in place (see `in_place`); the section itself otherwise.
-    fn into_in_place(self) -> Result<(crate::steps::inline::Callback, def::NameFn), Section> {
+    /// The callback of a section without an error handler, to run in
+    /// place (see `in_place`); the section itself otherwise.
+    fn into_in_place(self) -> Result<crate::steps::inline::Callback, Section> {
         match self.def {
             StepDef {
                 exec: Exec::Fn(f),
                 catch: None,
-            } => {
-                let name = f.name();
-                Ok((f, name))
-            }
+            } => Ok(f),
             def => Err(Section { def }),
         }
     }
@@ -396,11 +393,11 @@ fn enter(
         let hold = Hold::new(id, core, true);
         if engine_sync && s.may_merge_section() {
             match section.into_in_place() {
-                Ok((f, name)) => {
+                Ok(f) => {
                     // The Limiter's section (its Throttle around the user's
                     // section) runs in the engine's sync step; see
                     // `in_place`.
-                    s.run_in_place(hold, name);
+                    s.run_in_place(hold, f.name());
                     *s.args() = args;
                     return f.call(s);
                 }
