@@ -241,6 +241,26 @@ fn start_parked(tool: &mut TestTool, r: &Recorder, slot: &HandleSlot) {
     tool.run_all_ready();
 }
 
+/// Starts flow "a": a section on `m` that records "a in" and then runs
+/// `body`, followed by steps that record `tail`.
+fn start_holder(
+    tool: &mut TestTool,
+    m: &Mutex,
+    r: &Recorder,
+    tail: &[&'static str],
+    body: impl FnOnce(&mut Step<'_>) + Clone + Send + 'static,
+) {
+    let mut a = AsyncSteps::new();
+    let ra = r.clone();
+    a.sync(m, move |s, ()| {
+        ra.push("a in".to_string());
+        body(s);
+        Ok(())
+    });
+    record_steps(&mut a, r, tail);
+    a.execute(tool);
+}
+
 /// A slot handed to a waiter on the same loop: the waiter's section runs
 /// before the releasing flow's next step (which would otherwise delay the
 /// handover by the rest of that flow's burst).
@@ -249,15 +269,9 @@ fn a_local_handover_runs_the_waiter_before_the_releasing_flow_goes_on() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
     let r = Recorder::default();
-    let mut a = AsyncSteps::new();
-    let ra = r.clone();
-    a.sync(&m, move |s, ()| {
-        ra.push("a in".to_string());
-        sleep(s, ms(1));
-        Ok(())
+    start_holder(&mut tool, &m, &r, &["a next", "a last"], |s| {
+        sleep(s, ms(1))
     });
-    record_steps(&mut a, &r, &["a next", "a last"]);
-    a.execute(&mut tool);
     start_waiter(&mut tool, &m, &r);
     tool.run_all();
     assert_eq!(r.get(), ["a in", "b in", "a next", "a last"]);
@@ -272,15 +286,10 @@ fn a_handover_made_while_resuming_also_runs_the_waiter_first() {
     let m = Mutex::new(1, None);
     let r = Recorder::default();
     let slot = HandleSlot::default();
-    let mut a = AsyncSteps::new();
-    let (ra, sa) = (r.clone(), slot.clone());
-    a.sync(&m, move |s, ()| {
-        ra.push("a in".to_string());
+    let sa = slot.clone();
+    start_holder(&mut tool, &m, &r, &["a next", "a last"], move |s| {
         *sa.lock().unwrap() = Some(s.wait_external());
-        Ok(())
     });
-    record_steps(&mut a, &r, &["a next", "a last"]);
-    a.execute(&mut tool);
     start_waiter(&mut tool, &m, &r);
     tool.run_all();
     assert_eq!(r.get(), ["a in"]);
@@ -300,15 +309,10 @@ fn a_release_without_a_waiter_does_not_yield() {
     let r = Recorder::default();
     let slot = HandleSlot::default();
     start_parked(&mut tool, &r, &slot);
-    let mut a = AsyncSteps::new();
-    let (ra, sa) = (r.clone(), slot.clone());
-    a.sync(&m, move |_, ()| {
-        ra.push("a in".to_string());
+    let sa = slot.clone();
+    start_holder(&mut tool, &m, &r, &["a next"], move |_| {
         sa.lock().unwrap().take().unwrap().success(()).unwrap();
-        Ok(())
     });
-    record_steps(&mut a, &r, &["a next"]);
-    a.execute(&mut tool);
     tool.run_all();
     assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
 }
@@ -334,15 +338,10 @@ fn a_message_from_a_dropped_stack_value_is_no_grant() {
     let r = Recorder::default();
     let slot = HandleSlot::default();
     start_parked(&mut tool, &r, &slot);
-    let mut a = AsyncSteps::new();
-    let (ra, sa) = (r.clone(), slot.clone());
-    a.sync(&m, move |s, ()| {
-        ra.push("a in".to_string());
+    let sa = slot.clone();
+    start_holder(&mut tool, &m, &r, &["a next"], move |s| {
         s.stack(Completer(sa));
-        Ok(())
     });
-    record_steps(&mut a, &r, &["a next"]);
-    a.execute(&mut tool);
     tool.run_all();
     assert_eq!(r.get(), ["a in", "a next", "c resumed"]);
 }
