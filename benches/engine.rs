@@ -1,10 +1,12 @@
 //! Engine benchmarks, each case against a tokio `current_thread` peer.
 //!
 //! Run with `cargo bench --bench engine`. Criterion groups run first; then
-//! `medians_table` times every case again with its own loop (15 batches,
-//! median per-op time of the batches) and prints
-//! `name | ours median | tokio median | ratio` (ratio = tokio / ours, so
-//! above 1 means we are faster), followed by the pending-timers scaling check.
+//! `medians_table` times every case again with its own loop: 15 batches
+//! of each side, ours and tokio alternating batch by batch (so a slow phase
+//! of the machine falls on both), and prints
+//! `name | ours median (min–max) | tokio median (min–max) | ratio` (ratio =
+//! tokio / ours, so above 1 means we are faster), followed by the
+//! pending-timers scaling check.
 //!
 //! Cases:
 //! - `simple_flow`: a root with one empty step, started and run to the end
@@ -20,7 +22,7 @@
 
 mod common;
 
-use common::{full_run, profiling, Stats};
+use common::{ab, full_run, profiling, Stats};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, ExternalHandle, TestTool};
 use std::cell::RefCell;
@@ -252,18 +254,13 @@ criterion_group! {
 
 // ------------------------------------------------------------ the table
 
-/// Median per-op time (ns) of `batches` timed batches of `ops` ops each,
-/// after one untimed warm-up batch.
-fn median_ns(batches: usize, ops: usize, mut run: impl FnMut()) -> f64 {
-    run();
-    let v: Vec<f64> = (0..batches)
-        .map(|_| {
-            let t = Instant::now();
-            run();
-            t.elapsed().as_nanos() as f64 / ops as f64
-        })
-        .collect();
-    Stats::of(v).median
+/// Times one side's batch of work.
+fn timed(mut run: impl FnMut()) -> impl FnMut() -> Duration {
+    move || {
+        let t = Instant::now();
+        run();
+        t.elapsed()
+    }
 }
 
 /// Checks once, outside the timings, that the peers really run every task.
@@ -351,42 +348,65 @@ fn medians_table() {
     let rows = [
         (
             format!("a. simple flow (per flow, {simple_n}/batch)"),
-            median_ns(batches, simple_n, || ours_simple(&mut tool, simple_n)),
-            median_ns(batches, simple_n, || tokio_simple(&rt, simple_n)),
+            ab(
+                batches,
+                simple_n,
+                timed(|| ours_simple(&mut tool, simple_n)),
+                timed(|| tokio_simple(&rt, simple_n)),
+            ),
         ),
         (
             format!("b. repeat (per iteration, {repeat_n}/batch)"),
-            median_ns(batches, repeat_n, || ours_repeat(&mut tool, repeat_n)),
-            median_ns(batches, repeat_n, || tokio_repeat(&rt, repeat_n)),
+            ab(
+                batches,
+                repeat_n,
+                timed(|| ours_repeat(&mut tool, repeat_n)),
+                timed(|| tokio_repeat(&rt, repeat_n)),
+            ),
         ),
         (
             format!("c. external completion (per flow, {external_n}/batch)"),
-            median_ns(batches, external_n, || ours_external(&mut tool, external_n)),
-            median_ns(batches, external_n, || tokio_external(&rt, external_n)),
+            ab(
+                batches,
+                external_n,
+                timed(|| ours_external(&mut tool, external_n)),
+                timed(|| tokio_external(&rt, external_n)),
+            ),
         ),
     ];
 
     println!();
-    println!("medians of {batches} batches (ratio = tokio / ours; > 1 means ours is faster)");
     println!(
-        "{:<48} | {:>12} | {:>12} | {:>7}",
-        "name", "ours median", "tokio median", "ratio"
+        "medians of {batches} batches, ours and tokio alternating (min–max in brackets; \
+         ratio = tokio / ours, > 1 means ours is faster)"
     );
-    println!("{:-<48}-|-{:->12}-|-{:->12}-|-{:->7}", "", "", "", "");
-    for (name, ours, tokio) in &rows {
+    println!(
+        "{:<48} | {:^31} | {:^31} | {:>7}",
+        "name", "ours", "tokio", "ratio"
+    );
+    println!("{:-<48}-|-{:-<31}-|-{:-<31}-|-{:->7}", "", "", "", "");
+    let cell = |s: &Stats| {
+        format!(
+            "{:>9} ({:>9}–{:>9})",
+            fmt_ns(s.median),
+            fmt_ns(s.min),
+            fmt_ns(s.max)
+        )
+    };
+    for (name, (ours, tokio)) in &rows {
         println!(
-            "{:<48} | {:>12} | {:>12} | {:>6.2}x",
+            "{:<48} | {} | {} | {:>6.2}x",
             name,
-            fmt_ns(*ours),
-            fmt_ns(*tokio),
-            tokio / ours
+            cell(ours),
+            cell(tokio),
+            tokio.median / ours.median
         );
     }
-    let rep = rows[1].1;
+    let (rep, rep_tokio) = (&rows[1].1 .0, &rows[1].1 .1);
     println!(
         "repeat: ours {:.1} M iterations/s, tokio {:.1} M iterations/s",
-        1e3 / rep,
-        1e3 / rows[1].2
+        1e3 / rep.median,
+        1e3 / rep_tokio.median
     );
 
     // Timers: 100k vs 1M pending at once; median of 3 runs each (one 1M
