@@ -6,22 +6,32 @@ use crate::error::Error;
 use crate::tool::scheduler::FlowKey;
 use crate::tool::shared::{Msg, Packed, Shared};
 use parking_lot::{Condvar, Mutex};
+use slotmap::{Key, KeyData};
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
 /// Exactly-once arbiter between an external completion and the engine
 /// ending the step another way (timeout, cancel, error unwinding).
+///
+/// Tokens are pooled per loop and readdressed for each waiting step. The
+/// address (flow, strand, seq) is kept in relaxed atomics, so a token can
+/// be readdressed through a shared `Arc` once the loop knows it is the
+/// only owner left; `Arc::get_mut` would prove that with a
+/// compare-and-swap on every reuse and again on every release. No
+/// `Weak` to a token is ever made, so a strong count of one is sole
+/// ownership (see [`release`](WaitToken::release)).
 pub(crate) struct WaitToken {
     done: AtomicBool,
     shared: Arc<Shared>,
-    flow: FlowKey,
-    strand: u32,
-    seq: u32,
+    /// The flow's key (`KeyData::as_ffi`).
+    flow: AtomicU64,
+    strand: AtomicU32,
+    seq: AtomicU32,
 }
 
 impl WaitToken {
@@ -29,9 +39,9 @@ impl WaitToken {
         Arc::new(WaitToken {
             done: AtomicBool::new(false),
             shared,
-            flow,
-            strand,
-            seq,
+            flow: AtomicU64::new(flow.data().as_ffi()),
+            strand: AtomicU32::new(strand),
+            seq: AtomicU32::new(seq),
         })
     }
 
@@ -44,26 +54,31 @@ impl WaitToken {
         strand: u32,
         seq: u32,
     ) -> Arc<Self> {
-        while let Some(mut t) = pool.pop() {
-            // Only unique tokens enter the pool, so this always succeeds;
-            // a shared one (impossible) is simply dropped.
-            if let Some(w) = Arc::get_mut(&mut t) {
-                *w.done.get_mut() = false;
-                w.flow = flow;
-                w.strand = strand;
-                w.seq = seq;
-                return t;
+        match pool.pop() {
+            Some(t) => {
+                // Pooled tokens are solely owned (see `release`): nothing
+                // else reads these until a handle to the new step exists.
+                t.flow.store(flow.data().as_ffi(), Ordering::Relaxed);
+                t.strand.store(strand, Ordering::Relaxed);
+                t.seq.store(seq, Ordering::Relaxed);
+                t.done.store(false, Ordering::Relaxed);
+                t
             }
+            None => Self::new(shared.clone(), flow, strand, seq),
         }
-        Self::new(shared.clone(), flow, strand, seq)
     }
 
     /// Closes a token whose step ended and keeps it for reuse when no
     /// [`ExternalHandle`] refers to it any more (a live handle must keep
     /// seeing the closed token, so a shared one is never recycled).
-    pub(crate) fn release(mut this: Arc<Self>, pool: &mut Vec<Arc<Self>>, max: usize) {
+    pub(crate) fn release(this: Arc<Self>, pool: &mut Vec<Arc<Self>>, max: usize) {
         this.close();
-        if pool.len() < max && Arc::get_mut(&mut this).is_some() {
+        // A count of one is sole ownership: no `Weak` is ever made, and
+        // only an owner can clone. The fence pairs with the release
+        // decrement of the last handle dropped (on any thread): what that
+        // handle read of the address happens before `acquire` rewrites it.
+        if pool.len() < max && Arc::strong_count(&this) == 1 {
+            fence(Ordering::Acquire);
             pool.push(this);
         }
     }
@@ -76,6 +91,15 @@ impl WaitToken {
     /// The step has ended: later external calls are refused.
     pub(crate) fn close(&self) {
         self.done.store(true, Ordering::Release);
+    }
+
+    /// The waiting step this token completes: (flow, strand, seq).
+    fn address(&self) -> (FlowKey, u32, u32) {
+        (
+            KeyData::from_ffi(self.flow.load(Ordering::Relaxed)).into(),
+            self.strand.load(Ordering::Relaxed),
+            self.seq.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -115,11 +139,11 @@ impl ExternalHandle {
         if !self.token.claim() {
             return Err(Error::internal(what));
         }
-        let t = &self.token;
-        t.shared.send(Msg::Complete {
-            flow: t.flow,
-            strand: t.strand,
-            seq: t.seq,
+        let (flow, strand, seq) = self.token.address();
+        self.token.shared.send(Msg::Complete {
+            flow,
+            strand,
+            seq,
             result,
         });
         Ok(())
@@ -461,5 +485,65 @@ impl FutureWake {
     /// Allows the next wake to queue a poll again; called right before polling.
     pub(crate) fn rearm(&self) {
         self.queued.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u64) -> FlowKey {
+        KeyData::from_ffi(n).into()
+    }
+
+    #[test]
+    fn a_token_is_pooled_only_when_no_handle_holds_it_and_is_readdressed_on_reuse() {
+        let shared = Shared::new();
+        let mut pool = Vec::new();
+        let t = WaitToken::acquire(&mut pool, &shared, key(1), 0, 1);
+        let h = ExternalHandle::new(t.clone());
+        WaitToken::release(t, &mut pool, 8);
+        assert!(pool.is_empty(), "a live handle keeps its token");
+        assert!(!h.is_valid(), "the handle sees its step ended");
+
+        let t = WaitToken::acquire(&mut pool, &shared, key(2), 3, 4);
+        let first = Arc::as_ptr(&t);
+        WaitToken::release(t, &mut pool, 8);
+        assert_eq!(pool.len(), 1);
+        let t = WaitToken::acquire(&mut pool, &shared, key(5), 6, 7);
+        assert!(pool.is_empty());
+        assert_eq!(Arc::as_ptr(&t), first, "the pooled token is reused");
+        assert_eq!(t.address(), (key(5), 6, 7));
+        let h = ExternalHandle::new(t.clone());
+        assert!(h.is_valid(), "a reused token is open again");
+        assert!(t.claim());
+        assert!(!t.claim(), "one winner");
+        assert!(!h.is_valid());
+
+        // A full pool keeps nothing more.
+        drop(h);
+        WaitToken::release(t, &mut pool, 0);
+        assert!(pool.is_empty());
+    }
+
+    #[test]
+    fn a_handle_dropped_on_another_thread_frees_its_token_for_reuse() {
+        let shared = Shared::new();
+        let mut pool = Vec::new();
+        let t = WaitToken::acquire(&mut pool, &shared, key(1), 2, 3);
+        let h = ExternalHandle::new(t.clone());
+        let seen = std::thread::spawn(move || {
+            let a = h.token.address();
+            drop(h);
+            a
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(seen, (key(1), 2, 3));
+        let first = Arc::as_ptr(&t);
+        WaitToken::release(t, &mut pool, 8);
+        let t = WaitToken::acquire(&mut pool, &shared, key(4), 5, 6);
+        assert_eq!(Arc::as_ptr(&t), first);
+        assert_eq!(t.address(), (key(4), 5, 6));
     }
 }
