@@ -11,20 +11,27 @@
 //! listener per loop (`reuseport`), and tokio (`multi_thread`, 2 workers,
 //! not pinned, an accept loop spawning a task per connection).
 //!
-//! The client (or `wrk`) shares the cores with the server. A pinned loop
-//! cannot move off the core the client is busy on, so on a machine this
-//! small `unpinned` is the fair peer of tokio; `spread` shows what pinning
-//! costs there.
+//! The client (or `wrk`) shares the two cores with the server, and each
+//! client shape runs twice: with one client thread, then with two.
+//! - One client thread saturates first: it runs flat out while both
+//!   servers have time to spare, so the figure is mostly how well the
+//!   server leaves that thread alone. A pinned loop cannot move off the
+//!   core the client is busy on, so there `unpinned` is the fair peer of
+//!   tokio and `spread` shows what pinning costs.
+//! - Two client threads (wrk's own default thread count) can use both
+//!   cores, as the server does: the figure is the server's throughput
+//!   under a load that does not run out first.
 //!
 //! - `echo`: 100 connections × 10,000 round trips of 64 bytes, with
 //!   `examples/echo_server.rs`'s connection flow. Client: one
-//!   `current_thread` tokio runtime on its own thread driving all
-//!   connections.
-//! - `http`: `wrk -t1 -c100 -d5s` (keep-alive) against
-//!   `examples/http_server.rs`'s connection flow and a tokio server using
-//!   the same request parser; then the same with `Connection: close` (a
-//!   new connection per request: the accept path). Skipped with a note
-//!   when `wrk` is not installed (`apt-get install wrk`).
+//!   `current_thread` tokio runtime per client thread, the connections
+//!   split evenly, timed from the moment all are connected.
+//! - `http`: `wrk -t1 -c100 -d5s` and `wrk -t2 -c100 -d5s` (keep-alive)
+//!   against `examples/http_server.rs`'s connection flow and a tokio
+//!   server using the same request parser; then the same with
+//!   `Connection: close` (a new connection per request: the accept path).
+//!   Skipped with a note when `wrk` is not installed (`apt-get install
+//!   wrk`).
 //!
 //! For profiling one server alone (`strace -c -f`, `valgrind
 //! --tool=callgrind`), `-- --serve <echo|http> <spread|unpinned|reuseport|tokio>
@@ -139,50 +146,66 @@ fn serve_alone(args: &[String]) {
     drop(server);
 }
 
-/// `conns` connections each doing `rounds` round trips of `MSG` bytes, all
-/// on one client thread; returns the wall time.
-fn client(addr: SocketAddr, conns: usize, rounds: usize) -> Duration {
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("client runtime");
-        rt.block_on(async move {
-            let mut streams = Vec::new();
-            for _ in 0..conns {
-                let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                s.set_nodelay(true).unwrap();
-                streams.push(s);
-            }
-            let t = Instant::now();
-            let tasks: Vec<_> = streams
-                .into_iter()
-                .map(|mut s| {
-                    tokio::spawn(async move {
-                        let out = [7u8; MSG];
-                        let mut back = [0u8; MSG];
-                        for _ in 0..rounds {
-                            s.write_all(&out).await.expect("write");
-                            s.read_exact(&mut back).await.expect("read");
-                        }
-                    })
-                })
-                .collect();
-            for t in tasks {
-                t.await.expect("client task");
-            }
-            t.elapsed()
+/// `conns` connections each doing `rounds` round trips of `MSG` bytes,
+/// driven by `threads` client threads (one `current_thread` runtime each,
+/// the connections split evenly); returns the wall time from the moment
+/// every thread has connected to the last round trip.
+fn client(addr: SocketAddr, conns: usize, rounds: usize, threads: usize) -> Duration {
+    let ready = Arc::new(std::sync::Barrier::new(threads + 1));
+    let workers: Vec<_> = (0..threads)
+        .map(|i| {
+            let share = conns / threads + usize::from(i < conns % threads);
+            let ready = ready.clone();
+            std::thread::spawn(move || client_thread(addr, share, rounds, &ready))
         })
+        .collect();
+    ready.wait();
+    let t = Instant::now();
+    for w in workers {
+        w.join().expect("client thread");
+    }
+    t.elapsed()
+}
+
+/// One client thread of [`client`]: connects its `conns`, waits at
+/// `ready` for the others, then runs the round trips.
+fn client_thread(addr: SocketAddr, conns: usize, rounds: usize, ready: &std::sync::Barrier) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    rt.block_on(async move {
+        let mut streams = Vec::new();
+        for _ in 0..conns {
+            let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            s.set_nodelay(true).unwrap();
+            streams.push(s);
+        }
+        ready.wait();
+        let tasks: Vec<_> = streams
+            .into_iter()
+            .map(|mut s| {
+                tokio::spawn(async move {
+                    let out = [7u8; MSG];
+                    let mut back = [0u8; MSG];
+                    for _ in 0..rounds {
+                        s.write_all(&out).await.expect("write");
+                        s.read_exact(&mut back).await.expect("read");
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("client task");
+        }
     })
-    .join()
-    .expect("client thread")
 }
 
 /// Requests/s `wrk` reports against `addr`, or `None` without wrk.
-fn wrk(addr: SocketAddr, secs: u32, close: bool) -> Option<f64> {
+fn wrk(addr: SocketAddr, threads: usize, secs: u32, close: bool) -> Option<f64> {
     let mut cmd = Command::new("wrk");
     cmd.args([
-        "-t1",
+        &format!("-t{threads}"),
         "-c100",
         &format!("-d{secs}s"),
         &format!("http://{addr}/"),
@@ -240,20 +263,30 @@ fn main() {
     let full = full_run();
     let (conns, rounds, runs) = if full { (100, 10_000, 3) } else { (10, 100, 1) };
     let total = (conns * rounds) as f64;
-    compare(
-        "echo",
-        &format!("echo, {conns} connections x {rounds} round trips of {MSG} B, round trips/s"),
-        runs,
-        |addr| Some(total / client(addr, conns, rounds).as_secs_f64()),
-    );
+    // One client thread, then two: one thread saturates before either
+    // server does (it is the bottleneck: see the module docs), two let
+    // the client use both cores as the server does.
+    for threads in [1, 2] {
+        compare(
+            "echo",
+            &format!(
+                "echo, {conns} connections x {rounds} round trips of {MSG} B, \
+                 {threads} client thread(s), round trips/s"
+            ),
+            runs,
+            |addr| Some(total / client(addr, conns, rounds, threads).as_secs_f64()),
+        );
+    }
     if !full {
         return;
     }
-    for (close, what) in [(false, "keep-alive"), (true, "Connection: close")] {
-        let title = format!("http, wrk -t1 -c100 -d5s {what}, requests/s");
-        if compare("http", &title, runs, |addr| wrk(addr, 5, close)).is_none() {
-            println!("http: skipped (wrk is not installed: apt-get install wrk)");
-            return;
+    for threads in [1, 2] {
+        for (close, what) in [(false, "keep-alive"), (true, "Connection: close")] {
+            let title = format!("http, wrk -t{threads} -c100 -d5s {what}, requests/s");
+            if compare("http", &title, runs, |addr| wrk(addr, threads, 5, close)).is_none() {
+                println!("http: skipped (wrk is not installed: apt-get install wrk)");
+                return;
+            }
         }
     }
 }
