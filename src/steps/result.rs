@@ -58,6 +58,8 @@ impl WaitToken {
             Some(t) => {
                 // Pooled tokens are solely owned (see `release`): nothing
                 // else reads these until a handle to the new step exists.
+                debug_assert_eq!(Arc::strong_count(&t), 1, "a pooled token is shared");
+                debug_assert!(Arc::ptr_eq(&t.shared, shared), "a token of another loop");
                 t.flow.store(flow.data().as_ffi(), Ordering::Relaxed);
                 t.strand.store(strand, Ordering::Relaxed);
                 t.seq.store(seq, Ordering::Relaxed);
@@ -524,6 +526,37 @@ mod tests {
         drop(h);
         WaitToken::release(t, &mut pool, 0);
         assert!(pool.is_empty());
+    }
+
+    #[test]
+    fn a_handle_alive_on_another_thread_keeps_its_token_out_of_the_pool() {
+        use std::sync::mpsc::channel;
+        let shared = Shared::new();
+        let mut pool = Vec::new();
+        let t = WaitToken::acquire(&mut pool, &shared, key(1), 2, 3);
+        let h = ExternalHandle::new(t.clone());
+        let (go, wait_go) = channel::<()>();
+        let (kept_tx, kept) = channel::<()>();
+        let th = std::thread::spawn(move || {
+            // A clone lives here; the handle the step gave out is dropped.
+            let mine = h.clone();
+            drop(h);
+            kept_tx.send(()).expect("main thread");
+            wait_go.recv().expect("main thread");
+            let seen = (mine.token.address(), mine.is_valid());
+            drop(mine);
+            seen
+        });
+        kept.recv().expect("worker");
+        WaitToken::release(t, &mut pool, 8);
+        assert!(
+            pool.is_empty(),
+            "a handle on another thread keeps the token"
+        );
+        go.send(()).expect("worker");
+        let (addr, valid) = th.join().expect("worker");
+        assert_eq!(addr, (key(1), 2, 3), "the live handle keeps its address");
+        assert!(!valid, "and sees its step ended");
     }
 
     #[test]
