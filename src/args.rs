@@ -416,6 +416,7 @@ macro_rules! tuple {
         }
 
         impl<$($t: ArgValue),*> FromArgs for ($($t,)*) {
+            #[inline]
             fn from_args(args: &mut Args) -> Result<Self, Error> {
                 if args.len() != $n {
                     return Err(mismatch(Self::expected(), args));

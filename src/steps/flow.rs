@@ -163,6 +163,7 @@ impl Flow {
     }
 
     /// Clears the flow for reuse, keeping allocations.
+    #[inline]
     pub(crate) fn reset(&mut self) {
         let m = &mut self.main;
         if !m.frames.is_empty() {
@@ -264,6 +265,7 @@ impl Flow {
     /// Returns the flow's result when it has ended; on success its args
     /// are left in the args register (moved out only when someone waits
     /// for them).
+    #[inline]
     pub(crate) fn drive(
         &mut self,
         sched: &mut Scheduler,

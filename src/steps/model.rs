@@ -88,6 +88,7 @@ impl Clone for AsyncSteps {
 
 impl AsyncSteps {
     /// An empty root.
+    #[inline]
     pub fn new() -> Self {
         AsyncSteps {
             steps: SmallVec::new(),
@@ -122,6 +123,7 @@ impl AsyncSteps {
         self
     }
 
+    #[inline]
     fn push(&mut self, d: StepDef) {
         self.steps.push(d);
     }

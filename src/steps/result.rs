@@ -73,6 +73,7 @@ impl WaitToken {
     /// Closes a token whose step ended and keeps it for reuse when no
     /// [`ExternalHandle`] refers to it any more (a live handle must keep
     /// seeing the closed token, so a shared one is never recycled).
+    #[inline]
     pub(crate) fn release(this: Arc<Self>, pool: &mut Vec<Arc<Self>>, max: usize) {
         this.close();
         // A count of one is sole ownership: no `Weak` is ever made, and

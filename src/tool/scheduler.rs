@@ -572,6 +572,7 @@ impl Scheduler {
         }
     }
 
+    #[inline]
     pub(crate) fn dispatch_one(&mut self, msg: Msg) {
         match msg {
             Msg::Call(f) => self.call_user(f),
@@ -635,6 +636,7 @@ impl Scheduler {
     }
 
     /// Runs the next live queued entry; false when none is left.
+    #[inline]
     pub(crate) fn run_one_entry(&mut self) -> bool {
         self.look_ahead();
         while let Some(e) = self.queue.pop_front() {
