@@ -547,8 +547,9 @@ fn holds_taken_in_the_section_are_released_first_as_in_the_general_path() {
 
 /// Two flows of synced steps in loops and two parallel branches syncing
 /// at once: the interleaving (the step budget of each turn, branches
-/// starting together) and the step references are those of the general
-/// path.
+/// starting together) is that of the general path, and a section's
+/// `stack()` reference resolves to its value on both. (Frame numbers are
+/// not compared: a plain step on the general path gets no frame at all.)
 fn interleaving<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
     let r = Recorder::default();
@@ -560,8 +561,9 @@ fn interleaving<S: Obj>(o: S) -> Vec<String> {
             let r2 = r1.clone();
             s.sync(&o1, move |s, ()| {
                 if i % 100 == 0 {
-                    let at = s.stack(0u8);
-                    r2.push(format!("flow {f} at {i}: {at:?}"));
+                    let at = s.stack(i as u16);
+                    let back = s.stack_get(at).map(|v| *v);
+                    r2.push(format!("flow {f} at {i}: {back:?}"));
                 }
                 Ok(())
             });

@@ -179,6 +179,7 @@ impl Step<'_> {
                 "wait_io() after add() or success() in the same step",
             ));
         }
+        self.frame_here();
         let (sid, depth) = (self.sid, self.depth);
         let here = &self.flow.st(sid).frames[depth];
         if here

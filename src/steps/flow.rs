@@ -10,7 +10,7 @@ use crate::steps::frame::{
 };
 use crate::steps::result::Completion;
 use crate::steps::result::FutureWake;
-use crate::steps::step::{Outcome, Step};
+use crate::steps::step::{Outcome, Pending, Step};
 use crate::tool::scheduler::{FlowKey, Scheduler, BURST};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -24,6 +24,8 @@ mod ending;
 mod unwind;
 // Prefetch hints for a flow about to be driven.
 mod lookahead;
+#[cfg(test)]
+mod tests;
 
 /// Why a flow is being driven.
 pub(crate) enum Resume {
@@ -477,12 +479,24 @@ impl Flow {
         }
         match exec {
             Exec::Fn(f) => {
-                self.push_frame(sid, catch, f.name(), Kind::Step);
-                let depth = self.st(sid).frames.len() - 1;
-                let mut step = Step::new(sched, self, sid, depth, false);
+                // The frame is pushed only if the callback needs it (see
+                // `Step::frame_here`), unless it always does.
+                let mut step = if f.eager() {
+                    self.push_frame(sid, catch, f.name(), Kind::Step);
+                    let depth = self.st(sid).frames.len() - 1;
+                    Step::new(sched, self, sid, depth, false)
+                } else {
+                    let frame = Pending {
+                        catch,
+                        name: f.name(),
+                    };
+                    Step::deferred(sched, self, sid, frame)
+                };
                 let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step)));
-                let out = step.into_outcome();
-                self.after_call(sched, sid, r, out)
+                match step.into_parts() {
+                    (out, None) => self.after_call(sched, sid, r, out),
+                    (out, Some(frame)) => self.after_frameless(sched, sid, r, out, frame),
+                }
             }
             Exec::Parallel(branches) => {
                 self.push_frame(sid, catch, crate::steps::def::parallel_name, Kind::Parallel);
@@ -611,6 +625,54 @@ impl Flow {
             Ok(Some(res)) => self.after_call(sched, sid, Ok(res), out),
             Err(p) => self.after_call(sched, sid, Err(p), out),
         }
+    }
+
+    /// [`after_call`](Self::after_call) for a step whose frame was never
+    /// pushed: it added nothing and does not wait, so it has succeeded
+    /// (its args, if any, in the register) unless it failed, and then its
+    /// frame is pushed so the error is raised there, as if it had been
+    /// there all along.
+    #[inline(always)]
+    fn after_frameless(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        r: Result<crate::StepResult, Box<dyn Any + Send>>,
+        out: Outcome,
+        frame: Pending,
+    ) -> Option<Act> {
+        debug_assert!(!out.added && !out.io_wait);
+        let r = match (r, out.misuse) {
+            (_, Some(e)) => Err(e),
+            (Ok(r), None) => r,
+            (Err(p), None) => Err(panic_error("step", p)),
+        };
+        match r {
+            Ok(()) => {
+                if !out.succeeded {
+                    // Implicit success: the next step gets no args (spec 1.6).
+                    sched.clear_args();
+                }
+                drop(frame);
+                Some(Act::Next)
+            }
+            Err(e) => {
+                sched.clear_args();
+                self.push_step_frame(sid, frame.catch, frame.name);
+                Some(Act::Fail(e))
+            }
+        }
+    }
+
+    /// Pushes the frame of a step whose frame was deferred.
+    #[inline]
+    pub(crate) fn push_step_frame(
+        &mut self,
+        sid: u32,
+        catch: Option<crate::steps::def::Catch>,
+        name: crate::steps::def::NameFn,
+    ) {
+        self.push_frame(sid, catch, name, Kind::Step);
     }
 
     /// Decides what follows a step's execute callback.

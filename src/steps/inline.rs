@@ -34,6 +34,10 @@ struct Table {
     /// The step's name for `async_stack`: kept here, with the closure's
     /// type, so a step definition needs no field for it.
     name: NameFn,
+    /// The step always needs its frame (the engine's own `sync` steps):
+    /// it is pushed before the call rather than deferred (see
+    /// `Step::frame_here`).
+    eager: bool,
 }
 
 /// A closure kept in place. Invariant: `slot` holds a valid value of the
@@ -100,6 +104,15 @@ impl Callback {
         match self {
             Callback::Inline(i) => i.table.name,
             Callback::Boxed(b) => b.name(),
+        }
+    }
+
+    /// The step always needs its frame (see `Table::eager`).
+    #[inline]
+    pub(crate) fn eager(&self) -> bool {
+        match self {
+            Callback::Inline(i) => i.table.eager,
+            Callback::Boxed(_) => false,
         }
     }
 }
@@ -186,6 +199,11 @@ where
         drop: drop_impl::<F, Words>,
         clone: None,
         name: std::any::type_name::<N>,
+        eager: false,
+    };
+    const ONCE_EAGER: Table = Table {
+        eager: true,
+        ..Self::ONCE
     };
 }
 
@@ -199,6 +217,7 @@ where
         drop: drop_impl::<F, Words>,
         clone: Some(clone_impl::<F, A, N>),
         name: std::any::type_name::<N>,
+        eager: false,
     };
 }
 
@@ -223,6 +242,25 @@ where
         Callback::Inline(Inline {
             slot: store(f),
             table: &Tables::<F, A, N>::ONCE,
+            _local: PhantomData,
+        })
+    } else {
+        Callback::Boxed(crate::steps::def::boxed_once::<N, F, A>(f))
+    }
+}
+
+/// [`once_named`] for a step that always needs its frame, which is then
+/// pushed before the call instead of on first use. (A boxed one, too big
+/// for a slot, is deferred like any other: still correct.)
+pub(crate) fn once_named_eager<N: 'static, F, A>(f: F) -> Callback
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    if fits::<F>() {
+        Callback::Inline(Inline {
+            slot: store(f),
+            table: &Tables::<F, A, N>::ONCE_EAGER,
             _local: PhantomData,
         })
     } else {

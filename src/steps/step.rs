@@ -68,9 +68,20 @@ pub struct Step<'a> {
     pub(crate) sched: &'a mut Scheduler,
     pub(crate) flow: &'a mut Flow,
     pub(crate) sid: u32,
+    /// Index of this step's frame in its strand (see `pending`).
     pub(crate) depth: usize,
     handler: bool,
+    /// This step's frame, not pushed yet: a plain step that completes at
+    /// once needs none. Whatever needs the frame pushes it first
+    /// ([`frame_here`](Step::frame_here)); `depth` is where it goes.
+    pending: Option<Pending>,
     out: Outcome,
+}
+
+/// What a deferred frame is made of (see `Step::pending`).
+pub(crate) struct Pending {
+    pub catch: Option<def::Catch>,
+    pub name: def::NameFn,
 }
 
 /// A typed reference to a value allocated with [`Step::stack`]; valid while
@@ -109,6 +120,7 @@ impl<'a> Step<'a> {
             sid,
             depth,
             handler,
+            pending: None,
             out: Outcome {
                 succeeded: false,
                 added: false,
@@ -118,6 +130,45 @@ impl<'a> Step<'a> {
                 misuse: None,
             },
         }
+    }
+
+    /// A step whose frame is pushed only when something needs it (see
+    /// `pending`): its frame would go at the top of strand `sid`.
+    #[inline]
+    pub(crate) fn deferred(
+        sched: &'a mut Scheduler,
+        flow: &'a mut Flow,
+        sid: u32,
+        frame: Pending,
+    ) -> Self {
+        let depth = flow.st(sid).frames.len();
+        let mut s = Step::new(sched, flow, sid, depth, false);
+        s.pending = Some(frame);
+        s
+    }
+
+    /// Pushes this step's frame if it is still deferred: before anything
+    /// that reads or changes the frame or queues sub-steps above it.
+    #[inline]
+    pub(crate) fn frame_here(&mut self) {
+        if self.pending.is_some() {
+            self.push_pending();
+        }
+    }
+
+    #[inline]
+    fn push_pending(&mut self) {
+        if let Some(p) = self.pending.take() {
+            self.flow.push_step_frame(self.sid, p.catch, p.name);
+            debug_assert_eq!(self.flow.st(self.sid).frames.len(), self.depth + 1);
+        }
+    }
+
+    /// The outcome, and the frame still deferred (the step never needed
+    /// it).
+    #[inline]
+    pub(crate) fn into_parts(self) -> (Outcome, Option<Pending>) {
+        (self.out, self.pending)
     }
 
     /// The args register: the previous step's result, for `FromArgs`.
@@ -140,6 +191,7 @@ impl<'a> Step<'a> {
         if self.out.added || self.out.misuse.is_some() {
             return None;
         }
+        debug_assert!(self.pending.is_none(), "a loop iteration's frame is pushed");
         let seq = self.flow.seq.checked_add(1).unwrap_or(1);
         let f = &mut self.flow.st(self.sid).frames[self.depth];
         if !(f.flags == 0 && f.extra.is_none() && f.wait.is_none() && f.timer.is_none()) {
@@ -176,6 +228,8 @@ impl<'a> Step<'a> {
             let _ = self.misuse("add() after wait_io(): the readiness completes this step");
             return;
         }
+        // The frame's segment starts below its sub-steps.
+        self.frame_here();
         self.out.added = true;
         self.flow.st(self.sid).queue.push(def);
     }
@@ -238,6 +292,7 @@ impl<'a> Step<'a> {
 
     /// Gives this step a stake in a sync object (see `sync::Hold`).
     pub(crate) fn add_hold(&mut self, h: crate::sync::Hold) {
+        self.frame_here();
         self.flow
             .extra_of(&mut self.sched.extras, self.sid, self.depth)
             .rare()
@@ -389,6 +444,7 @@ impl<'a> Step<'a> {
     }
 
     fn frame_flags(&mut self) -> &mut u8 {
+        self.frame_here();
         &mut self.flow.st(self.sid).frames[self.depth].flags
     }
 
@@ -520,6 +576,7 @@ impl<'a> Step<'a> {
     /// assert_eq!(tool.block_on::<(usize,)>(p).unwrap().0, 1);
     /// ```
     pub fn stack<T: 'static>(&mut self, value: T) -> StackRef<T> {
+        self.frame_here();
         let seq = self.flow.st(self.sid).frames[self.depth].seq;
         let flow = self.flow.key;
         let x = self

@@ -18,8 +18,10 @@
 //! the general path.
 //!
 //! What the sub-step would have shown is kept:
-//! - the frame gets the sequence number the section's frame would have
-//!   had, and the step counts (and budget) move as for two steps;
+//! - the frame gets the next sequence number, as the section's frame does
+//!   on the general path when the section needs one (a section that needs
+//!   no frame there gets none: sequence numbers only tell frames apart),
+//!   and the step counts (and budget) move as for two steps;
 //! - `async_stack` names the section after the step (frame flag
 //!   `IN_PLACE`);
 //! - the section's holds, `stack()` values, cancel callback and timer end
@@ -165,6 +167,7 @@ impl Step<'_> {
     /// Turns this step's frame into the section's: the seq and step counts
     /// the sub-step would have taken, the hold, and the section's name.
     pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
+        self.frame_here();
         let seq = self.flow.seq.checked_add(1).unwrap_or(1);
         self.flow.seq = seq;
         self.sched.steps += 1;

@@ -203,9 +203,9 @@ impl<'a> Step<'a> {
         self.push(StepDef {
             // The args stay in the register: the section in place takes
             // them from there.
-            exec: Exec::Fn(def::once_named::<F, _, _>(move |s: &mut Step<'_>, ()| {
-                in_place::sync_step(s, obj, f, name_of::<F>())
-            })),
+            exec: Exec::Fn(def::once_named_eager::<F, _, _>(
+                move |s: &mut Step<'_>, ()| in_place::sync_step(s, obj, f, name_of::<F>()),
+            )),
             catch: None,
         });
         self

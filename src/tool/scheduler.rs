@@ -279,7 +279,7 @@ impl Scheduler {
     }
 
     /// Empties the args register.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn clear_args(&mut self) {
         if !self.args.is_empty() {
             self.args = Args::new();
@@ -661,6 +661,12 @@ impl Scheduler {
     }
 
     /// One pass: inbox, due timers, then the entries queued before the pass.
+    /// The ended flows kept for reuse (tests look inside).
+    #[cfg(test)]
+    pub(crate) fn pooled(&self) -> &[Box<Flow>] {
+        &self.pool
+    }
+
     pub(crate) fn run_pass(&mut self) -> usize {
         let mut n = self.run_inbox();
         n += self.fire_timers();

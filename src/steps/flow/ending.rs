@@ -19,7 +19,9 @@ impl Flow {
         let Some(f) = st.frames.pop() else {
             return;
         };
-        st.queue.truncate(f.seg as usize);
+        if st.queue.len() > f.seg as usize {
+            st.queue.truncate(f.seg as usize);
+        }
         // A plain frame (no wait token, nothing in `Extra`) has no activity
         // to end: the common case stays inline.
         if f.wait.is_some() || f.timer.is_some() || f.extra.is_some() {
