@@ -431,14 +431,9 @@ mod loom_tests {
         /// pass (drain the inbox), then `prepare_sleep`, `poll`, `woke`.
         /// The first poll times out when `first_times_out` (a timer was
         /// due). Returns the messages taken and how many times `sleeping`
-        /// was published.
-        fn run_until(&self, n: usize, first_times_out: bool) -> (Vec<u32>, usize) {
-            self.run_until_as(n, first_times_out, &[Sleep::Poll])
-        }
-
-        /// [`run_until`](Self::run_until) for a loop whose `i`-th sleep is
-        /// `sleeps[i % len]` (its I/O sources come and go): it blocks on
-        /// the waker of that kind only.
+        /// was published. The loop's `i`-th sleep is `sleeps[i % len]`
+        /// (its I/O sources come and go): it blocks on the waker of that
+        /// kind only.
         fn run_until_as(
             &self,
             n: usize,
