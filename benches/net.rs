@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_peer::{tokio_echo, tokio_http, tokio_server_on};
+use tokio_peer::{connect_all, tokio_echo, tokio_http, tokio_server_on};
 
 const MSG: usize = 64;
 
@@ -175,12 +175,7 @@ fn client_thread(addr: SocketAddr, conns: usize, rounds: usize, ready: &std::syn
         .build()
         .expect("client runtime");
     rt.block_on(async move {
-        let mut streams = Vec::new();
-        for _ in 0..conns {
-            let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-            s.set_nodelay(true).unwrap();
-            streams.push(s);
-        }
+        let streams = connect_all(addr, conns).await;
         ready.wait();
         let tasks: Vec<_> = streams
             .into_iter()

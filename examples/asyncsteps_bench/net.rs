@@ -4,7 +4,7 @@
 //! client: one `current_thread` tokio runtime on a thread of its own.
 
 use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
-use crate::tokio_peer::{tokio_echo, tokio_http, tokio_server};
+use crate::tokio_peer::{connect_all, tokio_echo, tokio_http, tokio_server};
 use crate::{echo, http, serve};
 use futoin_asyncsteps::Runtime;
 use std::future::Future;
@@ -42,12 +42,7 @@ where
             .build()
             .expect("client runtime");
         rt.block_on(async move {
-            let mut streams = Vec::new();
-            for _ in 0..conns {
-                let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                s.set_nodelay(true).expect("nodelay");
-                streams.push(s);
-            }
+            let streams = connect_all(addr, conns).await;
             let t = Instant::now();
             let tasks: Vec<_> = streams
                 .into_iter()

@@ -2,7 +2,8 @@
 //! `asyncsteps-bench` harness): an accept loop spawning a task per
 //! connection, and the echo and HTTP connections written as a tokio user
 //! would (the HTTP one with the same request parser as ours, from
-//! `http.rs`, which the including crate has as `crate::http`).
+//! `http.rs`, which the including crate has as `crate::http`); and the
+//! clients' connecting.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -81,4 +82,16 @@ pub async fn tokio_http(mut s: tokio::net::TcpStream) {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
+}
+
+/// A benchmark client's `n` connections to `addr`, with `TCP_NODELAY`
+/// (connected one after the other; not part of any timing).
+pub async fn connect_all(addr: SocketAddr, n: usize) -> Vec<tokio::net::TcpStream> {
+    let mut streams = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        streams.push(s);
+    }
+    streams
 }

@@ -238,15 +238,7 @@ where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
 {
-    if fits::<F>() {
-        Callback::Inline(Inline {
-            slot: store(f),
-            table: &Tables::<F, A, N>::ONCE,
-            _local: PhantomData,
-        })
-    } else {
-        Callback::Boxed(crate::steps::def::boxed_once::<N, F, A>(f))
-    }
+    once_with::<N, F, A>(f, &Tables::<F, A, N>::ONCE)
 }
 
 /// [`once_named`] for a step that always needs its frame, which is then
@@ -257,10 +249,21 @@ where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
 {
+    once_with::<N, F, A>(f, &Tables::<F, A, N>::ONCE_EAGER)
+}
+
+/// `f` in place with `table` (one of `f`'s own), or boxed when it does
+/// not fit a slot.
+#[inline(always)]
+fn once_with<N: 'static, F, A>(f: F, table: &'static Table) -> Callback
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
     if fits::<F>() {
         Callback::Inline(Inline {
             slot: store(f),
-            table: &Tables::<F, A, N>::ONCE_EAGER,
+            table,
             _local: PhantomData,
         })
     } else {
