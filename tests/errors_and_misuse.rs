@@ -1305,3 +1305,40 @@ fn root_cancel_of_execute_flow_is_not_an_unhandled_error() {
     assert_eq!(l.get(), ["cancel callback"]);
     assert!(hook.borrow().is_empty(), "hook saw {:?}", hook.borrow());
 }
+
+/// A `parallel()` refused as misuse (after `success()`) adds its branches
+/// nowhere: not to the parallel step queued next on the level below,
+/// which runs with its own branch only once the handler recovered.
+#[test]
+fn a_refused_parallel_adds_no_branch_to_another_levels_parallel() {
+    let l = common::log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let (l1, lh) = (l.clone(), l.clone());
+    root.add_catch(
+        move |s, ()| {
+            s.success(())?;
+            let l2 = l1.clone();
+            s.parallel().add(move |_, ()| {
+                common::push(&l2, "injected branch");
+                Ok(())
+            });
+            Ok(())
+        },
+        move |s, e| {
+            common::push(&lh, format!("handler: {}", e.code()));
+            s.success(())
+        },
+    );
+    let l3 = l.clone();
+    root.parallel().add(move |_, ()| {
+        common::push(&l3, "own branch");
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    assert_eq!(
+        common::entries(&l),
+        ["handler: InternalError", "own branch"]
+    );
+}

@@ -641,7 +641,12 @@ impl Flow {
         out: Outcome,
         frame: Pending,
     ) -> Option<Act> {
-        debug_assert!(!out.added && !out.io_wait);
+        // Adding sub-steps or waiting for I/O pushes the frame first: a
+        // path that forgot would run its sub-steps on the parent's level.
+        assert!(
+            !out.added && !out.io_wait,
+            "a step added sub-steps or waits without its frame"
+        );
         let r = match (r, out.misuse) {
             (_, Some(e)) => Err(e),
             (Ok(r), None) => r,

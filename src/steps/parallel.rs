@@ -36,18 +36,16 @@ pub struct Parallel<'s, 'a> {
 
 impl<'s, 'a> Parallel<'s, 'a> {
     pub(crate) fn new(step: &'s mut Step<'a>, catch: Option<Catch>) -> Self {
+        let before = step.queue_mut().len();
         step.push(StepDef {
             exec: Exec::Parallel(Vec::new()),
             catch,
         });
+        // Refused as misuse (the queue did not grow): the branches are
+        // ignored. The queue's last step is then another level's, maybe
+        // a parallel of its own, which must not get them.
         let q = step.queue_mut();
-        let idx = match q.last() {
-            Some(StepDef {
-                exec: Exec::Parallel(_),
-                ..
-            }) => Some(q.len() - 1),
-            _ => None, // refused as misuse; branches are ignored
-        };
+        let idx = (q.len() > before).then(|| q.len() - 1);
         Parallel { step, idx }
     }
 

@@ -660,13 +660,13 @@ impl Scheduler {
         false
     }
 
-    /// One pass: inbox, due timers, then the entries queued before the pass.
     /// The ended flows kept for reuse (tests look inside).
     #[cfg(test)]
     pub(crate) fn pooled(&self) -> &[Box<Flow>] {
         &self.pool
     }
 
+    /// One pass: inbox, due timers, then the entries queued before the pass.
     pub(crate) fn run_pass(&mut self) -> usize {
         let mut n = self.run_inbox();
         n += self.fire_timers();

@@ -1,20 +1,23 @@
 //! Deferred frames: what a step's frame costs, seen from inside the flow.
 
 use crate::error::codes;
+use crate::sync::Mutex;
 use crate::tool::scheduler::Scheduler;
 use crate::{AsyncSteps, Error};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Runs `root` to its end on a fresh loop and returns how many frames its
-/// main strand ever had room for (the pooled flow keeps its buffer).
-fn frames_reserved(root: AsyncSteps) -> usize {
+/// Runs `root` to its end on a fresh loop; returns its result args and
+/// how many frames its main strand ever had room for (the pooled flow
+/// keeps its buffer).
+fn run(root: AsyncSteps) -> (Result<(i32,), Error>, usize) {
     let mut sched = Scheduler::new(Instant::now());
-    sched.start(root, None);
+    let mut p = root.promise::<(i32,)>(&mut sched);
     while sched.run_pass() > 0 {}
+    let res = p.try_take().expect("the flow has ended");
     let flow = sched.pooled().last().expect("the ended flow is pooled");
-    flow.main.frames.capacity()
+    (res, flow.main.frames.capacity())
 }
 
 #[test]
@@ -23,59 +26,91 @@ fn steps_that_complete_at_once_push_no_frame() {
     root.add(|_, ()| Ok(()));
     root.add(|s, ()| s.success((1i32,)));
     root.add(|s, (v,): (i32,)| {
-        assert_eq!(v, 1);
         s.state().set("seen", v);
-        Ok(())
+        s.success((v + 1,))
     });
-    assert_eq!(frames_reserved(root), 0);
+    let (res, frames) = run(root);
+    assert_eq!(res.unwrap(), (2,));
+    assert_eq!(frames, 0);
 }
 
 #[test]
-fn a_step_pushes_its_frame_when_it_needs_it() {
-    // Adding a sub-step, a stack value, a cancel callback: each needs the
-    // step's frame (one level: room for one frame).
+fn each_need_of_a_step_pushes_its_frame_first() {
+    // A sub-step.
     let mut root = AsyncSteps::new();
     root.add(|s, ()| {
-        s.add(|_, ()| Ok(()));
+        s.add(|s, ()| s.success((1i32,)));
         Ok(())
     });
-    assert_eq!(frames_reserved(root), 1);
+    assert_eq!(run(root), (Ok((1,)), 1));
+    // A stack value, read back in the same step.
     let mut root = AsyncSteps::new();
     root.add(|s, ()| {
-        s.stack(5u8);
-        Ok(())
+        let r = s.stack(5i32);
+        let v = *s.stack_get(r)?;
+        s.success((v,))
     });
-    assert_eq!(frames_reserved(root), 1);
-    // A step that fails at once gets its frame then, so its own handler
-    // runs on it.
+    assert_eq!(run(root), (Ok((5,)), 1));
+    // A cancel callback and an external wait, completed at once.
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.set_cancel(|| {});
+        s.wait_external().success((3i32,))
+    });
+    assert_eq!(run(root), (Ok((3,)), 1));
+    // A timeout on a step that then succeeds.
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.set_timeout(std::time::Duration::from_secs(60));
+        s.success((4i32,))
+    });
+    assert_eq!(run(root), (Ok((4,)), 1));
+    // A root-level sync on a free Mutex: its section runs in the step's
+    // frame, pushed on the way.
+    let m = Mutex::new(1, None);
+    let mut root = AsyncSteps::new();
+    root.sync(&m, |s, ()| s.success((6i32,)));
+    assert_eq!(run(root), (Ok((6,)), 1));
+}
+
+#[test]
+fn a_step_that_fails_at_once_gets_its_frame_for_its_handler() {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s2 = seen.clone();
     let mut root = AsyncSteps::new();
     root.add_catch(
         |_, ()| Err(Error::with_info("Boom", "at once")),
-        |s, e| {
-            assert_eq!(e.code(), "Boom");
-            s.success(())
+        move |s, e| {
+            if e.code() == "Boom" {
+                s2.fetch_add(1, Ordering::Relaxed);
+            }
+            s.success((7i32,))
         },
     );
-    assert_eq!(frames_reserved(root), 1);
+    assert_eq!(run(root), (Ok((7,)), 1));
+    assert_eq!(seen.load(Ordering::Relaxed), 1);
 }
 
 #[test]
 fn a_frameless_step_that_fails_is_named_in_async_stack_and_handled_once() {
-    let mut tool = crate::TestTool::new();
-    let mut root = AsyncSteps::new();
     fn failing(_: &mut crate::Step<'_>, (): ()) -> crate::StepResult {
         Err(Error::with_info(codes::INVALID_REQUEST, "no"))
     }
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let stacks = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (r, st) = (runs.clone(), stacks.clone());
+    let mut root = AsyncSteps::new();
     root.add_catch(failing, move |s, e| {
         r.fetch_add(1, Ordering::Relaxed);
-        let stack = s.state().async_stack();
-        assert_eq!(stack.len(), 1, "{stack:?}");
-        assert!(stack[0].ends_with("::failing"), "{stack:?}");
+        st.lock()
+            .unwrap()
+            .extend(s.state().async_stack().iter().copied());
         Err(e.clone())
     });
-    let p = root.promise::<()>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::INVALID_REQUEST);
+    let (res, _) = run(root);
+    assert_eq!(res.unwrap_err().code(), codes::INVALID_REQUEST);
     assert_eq!(runs.load(Ordering::Relaxed), 1);
+    let stack = stacks.lock().unwrap().clone();
+    assert_eq!(stack.len(), 1, "{stack:?}");
+    assert!(stack[0].ends_with("::failing"), "{stack:?}");
 }
