@@ -61,6 +61,21 @@ pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
     Error::internal(format!("panic in {what}: {msg}"))
 }
 
+/// What an execute callback's run comes to: a recorded misuse (which
+/// fails the step even if the callback ignored the returned `Err`), else a
+/// panic as `InternalError`, else what it returned.
+#[inline(always)]
+fn call_result(
+    r: Result<crate::StepResult, Box<dyn Any + Send>>,
+    misuse: Option<Error>,
+) -> crate::StepResult {
+    match (r, misuse) {
+        (_, Some(e)) => Err(e),
+        (Ok(r), None) => r,
+        (Err(p), None) => Err(panic_error("step", p)),
+    }
+}
+
 /// Strands other than the main one, and the queue of strands ready to run:
 /// needed only by parallel steps and by flows that yield, so allocated on
 /// first use and kept with the pooled flow.
@@ -441,7 +456,7 @@ impl Flow {
     }
 
     #[inline(always)]
-    fn push_frame(
+    pub(crate) fn push_frame(
         &mut self,
         sid: u32,
         def_catch: Option<crate::steps::def::Catch>,
@@ -647,12 +662,7 @@ impl Flow {
             !out.added && !out.io_wait,
             "a step added sub-steps or waits without its frame"
         );
-        let r = match (r, out.misuse) {
-            (_, Some(e)) => Err(e),
-            (Ok(r), None) => r,
-            (Err(p), None) => Err(panic_error("step", p)),
-        };
-        match r {
+        match call_result(r, out.misuse) {
             Ok(()) => {
                 if !out.succeeded {
                     // Implicit success: the next step gets no args (spec 1.6).
@@ -663,21 +673,10 @@ impl Flow {
             }
             Err(e) => {
                 sched.clear_args();
-                self.push_step_frame(sid, frame.catch, frame.name);
+                self.push_frame(sid, frame.catch, frame.name, Kind::Step);
                 Some(Act::Fail(e))
             }
         }
-    }
-
-    /// Pushes the frame of a step whose frame was deferred.
-    #[inline]
-    pub(crate) fn push_step_frame(
-        &mut self,
-        sid: u32,
-        catch: Option<crate::steps::def::Catch>,
-        name: crate::steps::def::NameFn,
-    ) {
-        self.push_frame(sid, catch, name, Kind::Step);
     }
 
     /// Decides what follows a step's execute callback.
@@ -689,14 +688,7 @@ impl Flow {
         r: Result<crate::StepResult, Box<dyn Any + Send>>,
         out: Outcome,
     ) -> Option<Act> {
-        let r = match r {
-            Ok(r) => r,
-            Err(p) => Err(panic_error("step", p)),
-        };
-        let r = match out.misuse {
-            Some(e) => Err(e),
-            None => r,
-        };
+        let r = call_result(r, out.misuse);
         let st = self.st(sid);
         let top = st.frames.last_mut().expect("a frame");
         let mut r = r;

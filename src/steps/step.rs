@@ -5,7 +5,7 @@ use crate::error::{Control, Error, StepResult};
 use crate::state::State;
 use crate::steps::def::{self, name_of, Exec, StepDef};
 use crate::steps::flow::Flow;
-use crate::steps::frame::WAIT;
+use crate::steps::frame::{Kind, WAIT};
 use crate::steps::model::AsyncSteps;
 use crate::steps::parallel::Parallel;
 use crate::steps::result::{ExternalHandle, WaitToken};
@@ -151,15 +151,8 @@ impl<'a> Step<'a> {
     /// that reads or changes the frame or queues sub-steps above it.
     #[inline]
     pub(crate) fn frame_here(&mut self) {
-        if self.pending.is_some() {
-            self.push_pending();
-        }
-    }
-
-    #[inline]
-    fn push_pending(&mut self) {
         if let Some(p) = self.pending.take() {
-            self.flow.push_step_frame(self.sid, p.catch, p.name);
+            self.flow.push_frame(self.sid, p.catch, p.name, Kind::Step);
             debug_assert_eq!(self.flow.st(self.sid).frames.len(), self.depth + 1);
         }
     }
