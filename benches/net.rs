@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_peer::{connect_all, tokio_echo, tokio_http, tokio_server_on};
+use tokio_peer::{client_runtime, connect_all, tokio_echo, tokio_http, tokio_server_on};
 
 const MSG: usize = 64;
 
@@ -170,10 +170,7 @@ fn client(addr: SocketAddr, conns: usize, rounds: usize, threads: usize) -> Dura
 /// One client thread of [`client`]: connects its `conns`, waits at
 /// `ready` for the others, then runs the round trips.
 fn client_thread(addr: SocketAddr, conns: usize, rounds: usize, ready: &std::sync::Barrier) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
+    let rt = client_runtime();
     rt.block_on(async move {
         let streams = connect_all(addr, conns).await;
         ready.wait();

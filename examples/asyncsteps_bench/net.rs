@@ -4,7 +4,7 @@
 //! client: one `current_thread` tokio runtime on a thread of its own.
 
 use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
-use crate::tokio_peer::{connect_all, tokio_echo, tokio_http, tokio_server};
+use crate::tokio_peer::{client_runtime, connect_all, tokio_echo, tokio_http, tokio_server};
 use crate::{echo, http, serve};
 use futoin_asyncsteps::Runtime;
 use std::future::Future;
@@ -37,10 +37,7 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("client runtime");
+        let rt = client_runtime();
         rt.block_on(async move {
             let streams = connect_all(addr, conns).await;
             let t = Instant::now();

@@ -84,6 +84,14 @@ pub async fn tokio_http(mut s: tokio::net::TcpStream) {
     }
 }
 
+/// The runtime a benchmark client thread drives its connections on.
+pub fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime")
+}
+
 /// A benchmark client's `n` connections to `addr`, with `TCP_NODELAY`
 /// (connected one after the other; not part of any timing).
 pub async fn connect_all(addr: SocketAddr, n: usize) -> Vec<tokio::net::TcpStream> {
