@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{ab, full_run, profiling, Stats};
+use common::{ab, full_run, profiling, table_header, Stats};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, ExternalHandle, TestTool};
 use std::cell::RefCell;
@@ -376,15 +376,7 @@ fn medians_table() {
     ];
 
     println!();
-    println!(
-        "medians of {batches} batches, ours and tokio alternating (min–max in brackets; \
-         ratio = tokio / ours, > 1 means ours is faster)"
-    );
-    println!(
-        "{:<48} | {:^31} | {:^31} | {:>7}",
-        "name", "ours", "tokio", "ratio"
-    );
-    println!("{:-<48}-|-{:-<31}-|-{:-<31}-|-{:->7}", "", "", "", "");
+    table_header(batches, "name", 48, 31);
     let cell = |s: &Stats| {
         format!(
             "{:>9} ({:>9}–{:>9})",

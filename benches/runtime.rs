@@ -33,7 +33,7 @@ mod common;
 #[path = "../examples/common/xloop.rs"]
 mod xloop;
 
-use common::{ab, full_run, profiling, Stats};
+use common::{ab, full_run, profiling, table_header, Stats};
 use criterion::{Criterion, Throughput};
 use futoin_asyncsteps::{AsyncSteps, Runtime};
 use std::hint::black_box;
@@ -330,15 +330,7 @@ fn table() {
     let tn = TIMERS_N / scale;
 
     println!();
-    println!(
-        "medians of {batches} batches, ours and tokio alternating (min–max in brackets; \
-         ratio = tokio / ours, > 1 means ours is faster)"
-    );
-    println!(
-        "{:<46} | {:^33} | {:^33} | {:>7}",
-        "case (time per op)", "ours", "tokio", "ratio"
-    );
-    println!("{:-<46}-|-{:-<33}-|-{:-<33}-|-{:->7}", "", "", "", "");
+    table_header(batches, "case (time per op)", 46, 33);
 
     let trt2 = tokio_mt(2);
     let mut xthread = Vec::new();

@@ -23,7 +23,7 @@ mod common;
 #[path = "../examples/common/xloop.rs"]
 mod xloop;
 
-use common::{ab, full_run, profiling, Stats};
+use common::{ab, full_run, profiling, table_header, Stats};
 use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Throttle};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, Runtime};
 use std::hint::black_box;
@@ -118,15 +118,7 @@ fn main() {
     let n = UNCONTENDED_N / scale;
     let (flows, sections) = (FLOWS / scale.min(10), SECTIONS / scale.min(10));
 
-    println!(
-        "medians of {batches} batches, ours and tokio alternating (min–max in brackets; \
-         ratio = tokio / ours, > 1 means ours is faster)"
-    );
-    println!(
-        "{:<44} | {:^30} | {:^30} | {:>7}",
-        "case (time per op)", "ours", "tokio", "ratio"
-    );
-    println!("{:-<44}-|-{:-<30}-|-{:-<30}-|-{:->7}", "", "", "", "");
+    table_header(batches, "case (time per op)", 44, 30);
 
     let mut tool = AsyncTool::new().expect("loop");
     let ct = tokio::runtime::Builder::new_current_thread()

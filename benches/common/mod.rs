@@ -37,3 +37,21 @@ pub fn ab(
     }
     (Stats::of(va), Stats::of(vb))
 }
+
+/// Prints the head of a medians table whose ours/tokio batches alternate:
+/// the legend, then `first | ours | tokio | ratio` with the first column
+/// `name_w` wide and the two figure columns `col_w` wide.
+pub fn table_header(batches: usize, first: &str, name_w: usize, col_w: usize) {
+    println!(
+        "medians of {batches} batches, ours and tokio alternating (min–max in brackets; \
+         ratio = tokio / ours, > 1 means ours is faster)"
+    );
+    println!(
+        "{first:<name_w$} | {:^col_w$} | {:^col_w$} | {:>7}",
+        "ours", "tokio", "ratio"
+    );
+    println!(
+        "{:-<name_w$}-|-{:-<col_w$}-|-{:-<col_w$}-|-{:->7}",
+        "", "", "", ""
+    );
+}
