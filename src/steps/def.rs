@@ -69,7 +69,7 @@ where
 pub(crate) use crate::steps::catch::{cloned_catch, once_catch, Catch};
 
 /// A one-shot execute callback: in place when small (see `inline`).
-pub(crate) use crate::steps::inline::{once, once_named, once_named_eager};
+pub(crate) use crate::steps::inline::{once, once_named};
 
 /// A clonable execute callback: in place when small (see `inline`).
 pub(crate) use crate::steps::inline::cloned;

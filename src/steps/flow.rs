@@ -495,18 +495,12 @@ impl Flow {
         match exec {
             Exec::Fn(f) => {
                 // The frame is pushed only if the callback needs it (see
-                // `Step::frame_here`), unless it always does.
-                let mut step = if f.eager() {
-                    self.push_frame(sid, catch, f.name(), Kind::Step);
-                    let depth = self.st(sid).frames.len() - 1;
-                    Step::new(sched, self, sid, depth, false)
-                } else {
-                    let frame = Pending {
-                        catch,
-                        name: f.name(),
-                    };
-                    Step::deferred(sched, self, sid, frame)
+                // `Step::frame_here`).
+                let frame = Pending {
+                    catch,
+                    name: f.name(),
                 };
+                let mut step = Step::deferred(sched, self, sid, frame);
                 let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step)));
                 match step.into_parts() {
                     (out, None) => self.after_call(sched, sid, r, out),
@@ -668,12 +662,19 @@ impl Flow {
                     // Implicit success: the next step gets no args (spec 1.6).
                     sched.clear_args();
                 }
+                // A `sync` section done without a frame gave its lock back
+                // as it returned (see `sync::in_place`).
+                debug_assert!(sched.section.is_none());
                 drop(frame);
                 Some(Act::Next)
             }
             Err(e) => {
                 sched.clear_args();
                 self.push_frame(sid, frame.catch, frame.name, Kind::Step);
+                if sched.section.is_some() {
+                    // A failed `sync` section unwinds holding its lock.
+                    crate::sync::adopt_section(sched, self, sid);
+                }
                 Some(Act::Fail(e))
             }
         }

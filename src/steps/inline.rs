@@ -34,10 +34,6 @@ struct Table {
     /// The step's name for `async_stack`: kept here, with the closure's
     /// type, so a step definition needs no field for it.
     name: NameFn,
-    /// The step always needs its frame (the engine's own `sync` steps):
-    /// it is pushed before the call rather than deferred (see
-    /// `Step::frame_here`).
-    eager: bool,
 }
 
 /// A closure kept in place. Invariant: `slot` holds a valid value of the
@@ -104,15 +100,6 @@ impl Callback {
         match self {
             Callback::Inline(i) => i.table.name,
             Callback::Boxed(b) => b.name(),
-        }
-    }
-
-    /// The step always needs its frame (see `Table::eager`).
-    #[inline]
-    pub(crate) fn eager(&self) -> bool {
-        match self {
-            Callback::Inline(i) => i.table.eager,
-            Callback::Boxed(_) => false,
         }
     }
 }
@@ -199,11 +186,6 @@ where
         drop: drop_impl::<F, Words>,
         clone: None,
         name: std::any::type_name::<N>,
-        eager: false,
-    };
-    const ONCE_EAGER: Table = Table {
-        eager: true,
-        ..Self::ONCE
     };
 }
 
@@ -217,7 +199,6 @@ where
         drop: drop_impl::<F, Words>,
         clone: Some(clone_impl::<F, A, N>),
         name: std::any::type_name::<N>,
-        eager: false,
     };
 }
 
@@ -238,32 +219,10 @@ where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
 {
-    once_with::<N, F, A>(f, &Tables::<F, A, N>::ONCE)
-}
-
-/// [`once_named`] for a step that always needs its frame, which is then
-/// pushed before the call instead of on first use. (A boxed one, too big
-/// for a slot, is deferred like any other: still correct.)
-pub(crate) fn once_named_eager<N: 'static, F, A>(f: F) -> Callback
-where
-    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
-    A: FromArgs + 'static,
-{
-    once_with::<N, F, A>(f, &Tables::<F, A, N>::ONCE_EAGER)
-}
-
-/// `f` in place with `table` (one of `f`'s own), or boxed when it does
-/// not fit a slot.
-#[inline(always)]
-fn once_with<N: 'static, F, A>(f: F, table: &'static Table) -> Callback
-where
-    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
-    A: FromArgs + 'static,
-{
     if fits::<F>() {
         Callback::Inline(Inline {
             slot: store(f),
-            table,
+            table: &Tables::<F, A, N>::ONCE,
             _local: PhantomData,
         })
     } else {

@@ -149,12 +149,22 @@ impl<'a> Step<'a> {
 
     /// Pushes this step's frame if it is still deferred: before anything
     /// that reads or changes the frame or queues sub-steps above it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn frame_here(&mut self) {
         if let Some(p) = self.pending.take() {
             self.flow.push_frame(self.sid, p.catch, p.name, Kind::Step);
             debug_assert_eq!(self.flow.st(self.sid).frames.len(), self.depth + 1);
+            if self.sched.section.is_some() {
+                // This is a `sync` step running its section frameless.
+                crate::sync::adopt_section(self.sched, self.flow, self.sid);
+            }
         }
+    }
+
+    /// Whether this step's frame is still deferred.
+    #[inline]
+    pub(crate) fn frame_deferred(&self) -> bool {
+        self.pending.is_some()
     }
 
     /// The outcome, and the frame still deferred (the step never needed

@@ -17,11 +17,24 @@
 //! place; the Throttle then adds the user's section as a sub-step, as on
 //! the general path.
 //!
+//! The step's frame stays deferred, like any step's (`Step::frame_here`):
+//! the hold waits in the loop's register (`Scheduler::section`) while the
+//! section runs. A section that completes at
+//! once (the common case: a few statements under the lock) never gets a
+//! frame: its hold is given back as it returns. Whatever needs the frame
+//! (a sub-step, a wait, a timeout, a `stack()` value, another hold) pushes
+//! it and moves the hold into it ([`adopt_section`]); so does an error, so
+//! the frame unwinds with the lock still held, as the sub-step's would.
+//! The register holds one section, and only while its step runs: no other
+//! step of the loop can run meanwhile (a `Scheduler` offers no way to run
+//! its flows from inside a step), so a register that is taken belongs to
+//! the step that runs. (Were it ever taken, the frame would be pushed
+//! first, as on the framed path.)
+//!
 //! What the sub-step would have shown is kept:
-//! - the frame gets the next sequence number, as the section's frame does
-//!   on the general path when the section needs one (a section that needs
-//!   no frame there gets none: sequence numbers only tell frames apart),
-//!   and the step counts (and budget) move as for two steps;
+//! - the frame (when there is one) gets its own sequence number
+//!   (sequence numbers only tell frames apart), and the step counts (and
+//!   budget) move as for two steps;
 //! - `async_stack` names the section after the step (frame flag
 //!   `IN_PLACE`);
 //! - the section's holds, `stack()` values, cancel callback and timer end
@@ -39,8 +52,10 @@ use super::{Hold, HoldCore, ISync, Section};
 use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::NameFn;
+use crate::steps::flow::Flow;
 use crate::steps::frame::IN_PLACE;
 use crate::steps::step::Step;
+use crate::tool::scheduler::Scheduler;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -129,8 +144,32 @@ where
     O::admitted(&core, s);
     s.run_in_place(Hold::new(id_of(&core), core, true), section);
     // From the register, as a sub-step takes them.
-    let a = A::from_args(s.args())?;
-    f(s, a)
+    let r = A::from_args(s.args()).and_then(|a| f(s, a));
+    if s.sched.section.is_some() && r.is_ok() && s.out_mut().misuse.is_none() {
+        // Done without a frame: the step succeeds now (an error, a misuse
+        // or a panic gets the frame, which unwinds holding the lock).
+        s.sched.end_section();
+    }
+    r
+}
+
+/// Moves the hold of a frameless section (`Scheduler::section`) into its
+/// step's frame, just pushed on top of strand `sid`: from here on the
+/// frame holds the lock, as if the section had started on it.
+#[cold]
+#[inline(never)]
+pub(crate) fn adopt_section(sched: &mut Scheduler, flow: &mut Flow, sid: u32) {
+    let Some(held) = sched.section.take() else {
+        debug_assert!(false, "a frameless section without its hold");
+        return;
+    };
+    let f = flow
+        .st(sid)
+        .frames
+        .last_mut()
+        .expect("the frame just pushed");
+    f.flags |= IN_PLACE;
+    f.extra_in(&mut sched.extras).rare().in_place = Some(held);
 }
 
 /// The identity of a sync object (the address of its core), as in `Hold`.
@@ -164,9 +203,18 @@ impl Step<'_> {
         self.sched.budget > 0 && !self.flow.st(self.sid).fresh
     }
 
-    /// Turns this step's frame into the section's: the seq and step counts
-    /// the sub-step would have taken, the hold, and the section's name.
+    /// Makes this step the section's: the step counts the sub-step would
+    /// have taken, and the hold and the section's name, kept in the
+    /// loop's register while the frame is deferred (given back when the
+    /// section returns frameless; see the module docs), else in the
+    /// frame, which then gets the seq the sub-step would have taken.
     pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
+        if self.frame_deferred() && self.sched.section.is_none() {
+            self.sched.section = Some((hold, section));
+            self.sched.steps += 1;
+            self.sched.budget -= 1;
+            return;
+        }
         self.frame_here();
         let seq = self.flow.seq.checked_add(1).unwrap_or(1);
         self.flow.seq = seq;

@@ -32,6 +32,8 @@ pub use limiter::{Limiter, LimiterOptions};
 pub use mutex::Mutex;
 pub use throttle::Throttle;
 
+pub(crate) use in_place::adopt_section;
+
 use crate::args::{Args, FromArgs};
 use crate::error::{Error, StepResult};
 use crate::steps::def::{self, name_of, Exec, StepDef};
@@ -203,9 +205,9 @@ impl<'a> Step<'a> {
         self.push(StepDef {
             // The args stay in the register: the section in place takes
             // them from there.
-            exec: Exec::Fn(def::once_named_eager::<F, _, _>(
-                move |s: &mut Step<'_>, ()| in_place::sync_step(s, obj, f, name_of::<F>()),
-            )),
+            exec: Exec::Fn(def::once_named::<F, _, _>(move |s: &mut Step<'_>, ()| {
+                in_place::sync_step(s, obj, f, name_of::<F>())
+            })),
             catch: None,
         });
         self
@@ -375,6 +377,9 @@ fn enter(
 ) -> StepResult {
     let id = Arc::as_ptr(&core) as *const () as usize;
     let what = core.what();
+    // A frameless section running in this step keeps its hold in the
+    // loop's register: in the frame, the checks below see it.
+    s.frame_here();
     let engine_sync = std::mem::take(&mut s.out_mut().engine_sync);
     if s.has_pending_hold(id) {
         return Err(Error::internal(format!(

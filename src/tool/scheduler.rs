@@ -158,6 +158,10 @@ pub struct Scheduler {
     /// The args register: success args on their way from a step to the
     /// next. Empty whenever no flow runs.
     pub(crate) args: Args,
+    /// The hold (and section name) of the `sync` step running its
+    /// critical section with its frame deferred; empty whenever no such
+    /// step runs (see `sync::in_place`).
+    pub(crate) section: Option<(crate::sync::Hold, crate::steps::def::NameFn)>,
     unhandled: Option<ErrorHook>,
     /// `None` on a loop without a reactor (`TestTool`).
     pub(crate) io: Option<crate::io::reactor::Reactor>,
@@ -188,6 +192,7 @@ impl Scheduler {
             steps: 0,
             budget: 0,
             args: Args::new(),
+            section: None,
             unhandled: None,
             io: None,
             stopped: false,
@@ -445,6 +450,20 @@ impl Scheduler {
         }
         if self.extras.len() < EXTRA_POOL_MAX {
             self.extras.push(x);
+        }
+    }
+
+    /// Gives back the hold of a frameless `sync` section that has ended
+    /// (see `sync::in_place`); a grant to a waiter on this loop makes the
+    /// running flow yield, as in [`recycle_extra`](Self::recycle_extra).
+    #[inline(never)]
+    pub(crate) fn end_section(&mut self) {
+        if let Some((hold, _)) = self.section.take() {
+            let before = self.shared.local_len();
+            drop(hold);
+            if self.shared.local_len() > before {
+                self.budget = 0;
+            }
         }
     }
 

@@ -1,4 +1,5 @@
-//! Deferred frames: what a step's frame costs, seen from inside the flow.
+//! Deferred frames: what a step's frame costs, seen from inside the flow
+//! (plain steps, and `sync` sections run in place).
 
 use crate::error::codes;
 use crate::sync::Mutex;
@@ -65,12 +66,92 @@ fn each_need_of_a_step_pushes_its_frame_first() {
         s.success((4i32,))
     });
     assert_eq!(run(root), (Ok((4,)), 1));
-    // A root-level sync on a free Mutex: its section runs in the step's
+    // A section on a free Mutex that keeps a stack value: the sync step's
     // frame, pushed on the way.
     let m = Mutex::new(1, None);
     let mut root = AsyncSteps::new();
-    root.sync(&m, |s, ()| s.success((6i32,)));
+    root.sync(&m, |s, ()| {
+        let r = s.stack(6i32);
+        let v = *s.stack_get(r)?;
+        s.success((v,))
+    });
     assert_eq!(run(root), (Ok((6,)), 1));
+}
+
+#[test]
+fn a_section_that_completes_at_once_needs_no_frame_and_gives_its_lock_back() {
+    let m = Mutex::new(1, None);
+    let (m1, m2) = (m.clone(), m.clone());
+    let mut root = AsyncSteps::new();
+    root.sync(&m, move |s, ()| s.success((m1.counts().0 as i32,)));
+    root.add(move |s, (inside,): (i32,)| s.success((inside * 10 + m2.counts().0 as i32,)));
+    // Held inside, free right after; no frame at any time.
+    assert_eq!(run(root), (Ok((10,)), 0));
+    assert_eq!(m.counts(), (0, 0));
+}
+
+#[test]
+fn a_section_that_needs_its_frame_holds_the_lock_there_until_its_sub_steps_end() {
+    let m = Mutex::new(1, None);
+    let m1 = m.clone();
+    let mut root = AsyncSteps::new();
+    root.sync(&m, move |s, ()| {
+        s.add(move |s, ()| s.success((10 + m1.counts().0 as i32,)));
+        Ok(())
+    });
+    assert_eq!(run(root), (Ok((11,)), 1));
+    assert_eq!(m.counts(), (0, 0));
+}
+
+#[test]
+fn a_failing_frameless_section_unwinds_on_its_frame_and_frees_the_lock() {
+    fn section(_: &mut crate::Step<'_>, (): ()) -> crate::StepResult {
+        Err(Error::with_info("Boom", "in the section"))
+    }
+    let m = Mutex::new(1, None);
+    let (m1, m2) = (m.clone(), m.clone());
+    let stacks = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let st = stacks.clone();
+    let mut root = AsyncSteps::new();
+    root.add_catch(
+        move |s, ()| {
+            s.sync(&m1, section);
+            Ok(())
+        },
+        move |s, e| {
+            assert_eq!(e.code(), "Boom");
+            st.lock()
+                .unwrap()
+                .extend(s.state().async_stack().iter().copied());
+            // The section's frame has ended: the lock is free here.
+            s.success((20 + m2.counts().0 as i32,))
+        },
+    );
+    assert_eq!(run(root).0, Ok((20,)));
+    let stack = stacks.lock().unwrap().clone();
+    // The handler's step, the sync step, and the section run in its place.
+    assert_eq!(stack.len(), 3, "{stack:?}");
+    assert!(stack[1].ends_with("::section"), "{stack:?}");
+    assert!(stack[2].ends_with("::section"), "{stack:?}");
+    assert_eq!(m.counts(), (0, 0));
+}
+
+#[test]
+fn a_frameless_section_entering_its_own_mutex_directly_passes_through() {
+    use crate::sync::{ISync, Section};
+    let m = Mutex::new(1, None);
+    let m1 = m.clone();
+    let mut root = AsyncSteps::new();
+    root.sync(&m, move |s, ()| {
+        ISync::sync(
+            &m1,
+            s,
+            crate::Args::new(),
+            Section::new(|s, ()| s.success((3i32,))),
+        )
+    });
+    assert_eq!(run(root).0, Ok((3,)));
+    assert_eq!(m.counts(), (0, 0));
 }
 
 #[test]
@@ -113,4 +194,26 @@ fn a_frameless_step_that_fails_is_named_in_async_stack_and_handled_once() {
     let stack = stacks.lock().unwrap().clone();
     assert_eq!(stack.len(), 1, "{stack:?}");
     assert!(stack[0].ends_with("::failing"), "{stack:?}");
+}
+
+#[test]
+fn a_panicking_frameless_section_frees_the_lock_for_the_next_step() {
+    let m = Mutex::new(1, None);
+    let m1 = m.clone();
+    let mut root = AsyncSteps::new();
+    root.add_catch(
+        move |s, ()| {
+            s.sync(&m1, |_, ()| panic!("in the section"));
+            Ok(())
+        },
+        |s, e| {
+            assert_eq!(e.code(), codes::INTERNAL_ERROR);
+            s.success(())
+        },
+    );
+    let m2 = m.clone();
+    root.sync(&m, move |s, ()| s.success((30 + m2.counts().0 as i32,)));
+    // The panic unwound the section's frame, which gave the lock back.
+    assert_eq!(run(root).0, Ok((31,)));
+    assert_eq!(m.counts(), (0, 0));
 }
