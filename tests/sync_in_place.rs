@@ -678,3 +678,69 @@ fn a_queued_section_gets_the_same_args_and_async_stack() {
     assert_eq!(free[2], "args 7");
     assert!(free[3].starts_with("X Some(\"7\") ["), "{free:?}");
 }
+
+/// An arg value that logs the lock's counts when it is dropped.
+struct Loud<S: Obj>(Recorder, S);
+
+impl<S: Obj> Drop for Loud<S> {
+    fn drop(&mut self) {
+        self.0.push(format!("arg dropped {:?}", self.1.counts()));
+    }
+}
+
+impl<S: Obj + Send + 'static> futoin_asyncsteps::ArgValue for Loud<S> {}
+
+/// A section that leaves its incoming args unread (an implicit success),
+/// then one that misuses its step (`success()` twice, the error ignored).
+fn unread_args_and_misuse<S: Obj + Send + 'static>(o: S) -> Vec<String> {
+    let mut tool = TestTool::new();
+    let r = Recorder::default();
+    let mut root = AsyncSteps::new();
+    let (r1, o1) = (r.clone(), o.clone());
+    root.add(move |s, ()| s.success((Loud(r1, o1),)));
+    let (r1, o1) = (r.clone(), o.clone());
+    // `()` takes no args: the one in the register stays unread.
+    root.sync(&o, move |_, ()| {
+        r1.push(format!("section {:?}", o1.counts()));
+        Ok(())
+    });
+    let (r1, r2, o1, o2) = (r.clone(), r.clone(), o.clone(), o.clone());
+    root.add_catch(
+        move |s, ()| {
+            s.sync(&o1, move |s, ()| {
+                r1.push("misusing");
+                s.success((1i32,))?;
+                let _ = s.success((2i32,));
+                Ok(())
+            });
+            Ok(())
+        },
+        move |s, e| {
+            let depth = s.state().async_stack().len();
+            r2.push(format!("{} depth {depth} {:?}", e.code(), o2.counts()));
+            s.success(())
+        },
+    );
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    r.push(format!("end {:?}", o.counts()));
+    r.get()
+}
+
+#[test]
+fn unread_args_and_a_misusing_section_match_the_general_path() {
+    assert_eq!(
+        same!(unread_args_and_misuse, mutex()),
+        [
+            "section (1, 0)",
+            // The args the section did not read go under the lock.
+            "arg dropped (1, 0)",
+            "misusing",
+            // The handler's step, the sync step, its section; the lock
+            // was given back as the section's frame unwound.
+            "InternalError depth 3 (0, 0)",
+            "end (0, 0)"
+        ]
+    );
+    same!(unread_args_and_misuse, throttle());
+}

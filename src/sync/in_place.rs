@@ -22,14 +22,13 @@
 //! section runs. A section that completes at
 //! once (the common case: a few statements under the lock) never gets a
 //! frame: its hold is given back as it returns. Whatever needs the frame
-//! (a sub-step, a wait, a timeout, a `stack()` value, another hold) pushes
-//! it and moves the hold into it ([`adopt_section`]); so does an error, so
-//! the frame unwinds with the lock still held, as the sub-step's would.
-//! The register holds one section, and only while its step runs: no other
-//! step of the loop can run meanwhile (a `Scheduler` offers no way to run
-//! its flows from inside a step), so a register that is taken belongs to
-//! the step that runs. (Were it ever taken, the frame would be pushed
-//! first, as on the framed path.)
+//! (a sub-step, a wait, a cancel callback, a timeout, a `stack()` value,
+//! another hold) pushes it and moves the hold into it ([`adopt_section`]);
+//! so does an error, a misuse or a panic, so the frame unwinds with the
+//! lock still held, as the sub-step's would. The register holds one
+//! section, and only while its step runs: no other step of the loop can
+//! run meanwhile (a `Scheduler` offers no way to run its flows from inside
+//! a step), so a register that is taken belongs to the step that runs.
 //!
 //! What the sub-step would have shown is kept:
 //! - the frame (when there is one) gets its own sequence number
@@ -38,7 +37,8 @@
 //! - `async_stack` names the section after the step (frame flag
 //!   `IN_PLACE`);
 //! - the section's holds, `stack()` values, cancel callback and timer end
-//!   before the lock is released (`Rare::in_place` comes last);
+//!   before the lock is released (`Rare::in_place` comes last), and so do
+//!   the incoming args a section left unread;
 //! - a flow whose step budget runs out with this step takes the general
 //!   path, where the section runs in the flow's next turn; so does a
 //!   parallel branch that has yet to let its siblings start (no API makes
@@ -147,8 +147,16 @@ where
     let r = A::from_args(s.args()).and_then(|a| f(s, a));
     if s.sched.section.is_some() && r.is_ok() && s.out_mut().misuse.is_none() {
         // Done without a frame: the step succeeds now (an error, a misuse
-        // or a panic gets the frame, which unwinds holding the lock).
-        s.sched.end_section();
+        // or a panic gets the frame, which unwinds holding the lock). Args
+        // the section left unread go first, under the lock, as with its
+        // frame. Giving the lock back grants no waiter on this loop (the
+        // lock was free with nobody queued, and nothing else of this loop
+        // has run since), so the flow need not yield for one, unlike at
+        // the end of a frame (`Scheduler::recycle_extra`).
+        if !s.out_mut().succeeded {
+            s.sched.clear_args();
+        }
+        s.sched.section = None;
     }
     r
 }
@@ -209,7 +217,8 @@ impl Step<'_> {
     /// section returns frameless; see the module docs), else in the
     /// frame, which then gets the seq the sub-step would have taken.
     pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
-        if self.frame_deferred() && self.sched.section.is_none() {
+        if self.frame_deferred() {
+            debug_assert!(self.sched.section.is_none(), "one section at a time");
             self.sched.section = Some((hold, section));
             self.sched.steps += 1;
             self.sched.budget -= 1;

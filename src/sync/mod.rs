@@ -300,7 +300,9 @@ pub(crate) trait HoldCore: Send + Sync + 'static {
 
 /// A flow's stake in a sync object, kept in the `sync` step's frame so it
 /// is dropped when that step ends in any way (success, error, cancel,
-/// timeout, or the flow dropped at shutdown).
+/// timeout, or the flow dropped at shutdown). A section run in place
+/// without a frame keeps it in the loop's register until it returns (see
+/// `in_place`).
 pub(crate) struct Hold {
     /// Identity of the object (address of its shared core).
     pub(crate) id: usize,

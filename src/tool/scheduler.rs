@@ -453,20 +453,6 @@ impl Scheduler {
         }
     }
 
-    /// Gives back the hold of a frameless `sync` section that has ended
-    /// (see `sync::in_place`); a grant to a waiter on this loop makes the
-    /// running flow yield, as in [`recycle_extra`](Self::recycle_extra).
-    #[inline(never)]
-    pub(crate) fn end_section(&mut self) {
-        if let Some((hold, _)) = self.section.take() {
-            let before = self.shared.local_len();
-            drop(hold);
-            if self.shared.local_len() > before {
-                self.budget = 0;
-            }
-        }
-    }
-
     /// Closes the wait token of an ended step; pooled like flows (up to the
     /// peak number of flows alive at once).
     pub(crate) fn release_token(&mut self, t: Arc<WaitToken>) {
