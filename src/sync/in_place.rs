@@ -19,9 +19,9 @@
 //!
 //! The step's frame stays deferred, like any step's (`Step::frame_here`):
 //! the hold waits in the loop's register (`Scheduler::section`) while the
-//! section runs. A section that completes at
-//! once (the common case: a few statements under the lock) never gets a
-//! frame: its hold is given back as it returns. Whatever needs the frame
+//! section runs. A section that completes at once (the common case: a
+//! few statements under the lock) never gets a frame: its hold is given
+//! back as it returns. Whatever needs the frame
 //! (a sub-step, a wait, a cancel callback, a timeout, a `stack()` value,
 //! another hold) pushes it and moves the hold into it ([`adopt_section`]);
 //! so does an error, a misuse or a panic, so the frame unwinds with the
