@@ -214,24 +214,22 @@ impl Step<'_> {
     /// Makes this step the section's: the step counts the sub-step would
     /// have taken, and the hold and the section's name, kept in the
     /// loop's register while the frame is deferred (given back when the
-    /// section returns frameless; see the module docs), else in the
-    /// frame, which then gets the seq the sub-step would have taken.
+    /// section returns frameless, or moved into the frame when it is
+    /// pushed; see the module docs). A frame already there (a Limiter's
+    /// section, after `enter`) takes them at once, with the seq the
+    /// sub-step's frame would have had.
     pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
-        if self.frame_deferred() {
-            debug_assert!(self.sched.section.is_none(), "one section at a time");
-            self.sched.section = Some((hold, section));
-            self.sched.steps += 1;
-            self.sched.budget -= 1;
-            return;
-        }
-        self.frame_here();
-        let seq = self.flow.seq.checked_add(1).unwrap_or(1);
-        self.flow.seq = seq;
         self.sched.steps += 1;
         self.sched.budget -= 1;
-        let f = &mut self.flow.st(self.sid).frames[self.depth];
-        f.seq = seq;
-        f.flags |= IN_PLACE;
-        f.extra_in(&mut self.sched.extras).rare().in_place = Some((hold, section));
+        debug_assert!(self.sched.section.is_none(), "one section at a time");
+        self.sched.section = Some((hold, section));
+        if !self.frame_deferred() {
+            let seq = self.flow.seq.checked_add(1).unwrap_or(1);
+            self.flow.seq = seq;
+            let frames = &mut self.flow.st(self.sid).frames;
+            debug_assert_eq!(frames.len(), self.depth + 1, "the step's frame is on top");
+            frames[self.depth].seq = seq;
+            adopt_section(self.sched, self.flow, self.sid);
+        }
     }
 }
