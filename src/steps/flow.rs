@@ -20,6 +20,8 @@ use std::task::{Context, Poll, Waker};
 
 // Ending frames and strands: cancel callbacks, timers, tokens, branches.
 mod ending;
+// Loop iterations and the shortcuts that keep their frame.
+mod iteration;
 // Errors, timeouts and loop control: walking the levels down.
 mod unwind;
 // Prefetch hints for a flow about to be driven.
@@ -484,6 +486,7 @@ impl Flow {
         });
     }
 
+    #[inline(always)]
     fn exec(&mut self, sched: &mut Scheduler, sid: u32, def: StepDef) -> Option<Act> {
         sched.steps += 1;
         sched.budget = sched.budget.saturating_sub(1);
@@ -573,66 +576,6 @@ impl Flow {
             }
             Ok(Poll::Ready(Err(e))) => Some(Act::Fail(e)),
             Err(p) => Some(Act::Fail(panic_error("awaited future", p))),
-        }
-    }
-
-    /// Runs one loop iteration as a new frame above the loop frame.
-    fn iterate(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
-        sched.steps += 1;
-        sched.budget = sched.budget.saturating_sub(1);
-        let lf = self.top(sid);
-        let name = lf.name;
-        let lp = lf
-            .extra
-            .as_mut()
-            .and_then(|x| x.rare_mut())
-            .and_then(|r| r.lp.as_mut())
-            .expect("loop state");
-        let mut iter = lp.iter.take().expect("loop not re-entered");
-        self.push_frame(sid, None, name, Kind::Step);
-        let depth = self.st(sid).frames.len() - 1;
-        let (r, out) = {
-            let mut step = Step::new(sched, self, sid, depth, false);
-            // Fast path: an iteration that returned Ok without adding steps,
-            // waiting or misusing the API ended like an implicit success (a
-            // loop ignores its body's success args). The same frame and
-            // `Step` serve the next iteration, with a fresh seq so stale
-            // references stay detectable. One `catch_unwind` covers the run.
-            let r = catch_unwind(AssertUnwindSafe(|| loop {
-                let r = iter(&mut step);
-                if !matches!(r, Some(Ok(()))) {
-                    break (r, false);
-                }
-                match step.recycle() {
-                    Some(true) => {}
-                    Some(false) => break (r, true),
-                    None => break (r, false),
-                }
-            }));
-            match r {
-                Ok((r, true)) => (Ok(r), Outcome::default()),
-                Ok((r, false)) => (Ok(r), step.into_outcome()),
-                Err(p) => (Err(p), step.into_outcome()),
-            }
-        };
-        let frames = &mut self.st(sid).frames;
-        if let Some(lp) = frames[depth - 1]
-            .extra
-            .as_mut()
-            .and_then(|e| e.rare_mut())
-            .and_then(|r| r.lp.as_mut())
-        {
-            lp.iter = Some(iter);
-        }
-        match r {
-            Ok(None) => {
-                self.pop_frame(sched, sid, false);
-                self.pop_frame(sched, sid, false);
-                sched.clear_args();
-                Some(Act::Next)
-            }
-            Ok(Some(res)) => self.after_call(sched, sid, Ok(res), out),
-            Err(p) => self.after_call(sched, sid, Err(p), out),
         }
     }
 
