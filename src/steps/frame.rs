@@ -26,6 +26,13 @@ pub(crate) const HANDLED: u8 = 2;
 /// A `sync` step that runs its critical section in place (see
 /// `Rare::in_place`).
 pub(crate) const IN_PLACE: u8 = 4;
+/// The step took a stake in a sync object (`Rare::holds`; set by
+/// `Step::add_hold`, never cleared while the frame lives). With
+/// `IN_PLACE`, it marks every frame that may hold a sync object, so a walk
+/// looking for holds skips the frames without either.
+pub(crate) const HOLDS: u8 = 8;
+/// The flags of a frame that may hold a sync object.
+pub(crate) const MAY_HOLD: u8 = IN_PLACE | HOLDS;
 
 /// Per-step data most steps never need, allocated on first use (from the
 /// loop's pool). Kept small, so a step with a cancel callback or a

@@ -269,6 +269,7 @@ impl<'a> Step<'a> {
         fn count(frames: &[crate::steps::frame::Frame], id: usize) -> usize {
             frames
                 .iter()
+                .filter(|f| f.flags & crate::steps::frame::MAY_HOLD != 0)
                 .filter_map(|f| f.extra.as_deref())
                 .filter_map(|x| x.rare_ref())
                 .flat_map(|r| r.all_holds())
@@ -296,11 +297,9 @@ impl<'a> Step<'a> {
     /// Gives this step a stake in a sync object (see `sync::Hold`).
     pub(crate) fn add_hold(&mut self, h: crate::sync::Hold) {
         self.frame_here();
-        self.flow
-            .extra_of(&mut self.sched.extras, self.sid, self.depth)
-            .rare()
-            .holds
-            .push(h);
+        let f = &mut self.flow.st(self.sid).frames[self.depth];
+        f.flags |= crate::steps::frame::HOLDS;
+        f.extra_in(&mut self.sched.extras).rare().holds.push(h);
     }
 
     /// True when this very step already has a stake in object `id` that is
