@@ -2,14 +2,15 @@
 //! the strand would run it next, and when it ends at once the iteration's
 //! frame serves the next iteration. Each case here checks that this
 //! shortcut behaves exactly as popping the frame and pushing a new one
-//! would: callback order, values on the iteration's stack and its
-//! timeout, the step budget, a sub-step that waits, fails or breaks the
-//! loop, and nested loops (which must not grow the native stack).
+//! would: callback order, the args each step gets, values on the
+//! iteration's stack, its timeout and its wait flag, the step budget, a
+//! sub-step that waits, fails or breaks the loop, and nested loops (which
+//! must not grow the native stack).
 
 mod common;
 
 use common::*;
-use futoin_asyncsteps::{AsyncSteps, TestTool};
+use futoin_asyncsteps::{Args, AsyncSteps, TestTool};
 
 /// Logs `drop <name>` when dropped (a name per iteration).
 struct Named(Log, String);
@@ -28,8 +29,8 @@ fn bodies_and_their_sub_steps_alternate_and_the_loop_drops_their_args() {
     root.repeat(3, move |s, i| {
         push(&l2, format!("body {i}"));
         let l3 = l2.clone();
-        s.add(move |s, ()| {
-            push(&l3, format!("sub {i}"));
+        s.add(move |s, a: Args| {
+            push(&l3, format!("sub {i} args {}", a.len()));
             // Success args of the iteration: the next one's sub-step
             // takes none, and neither does the step after the loop.
             s.success((i,))
@@ -37,8 +38,8 @@ fn bodies_and_their_sub_steps_alternate_and_the_loop_drops_their_args() {
         Ok(())
     });
     let l2 = l.clone();
-    root.add(move |_, ()| {
-        push(&l2, "after");
+    root.add(move |_, a: Args| {
+        push(&l2, format!("after args {}", a.len()));
         Ok(())
     });
     let mut tool = TestTool::new();
@@ -46,7 +47,15 @@ fn bodies_and_their_sub_steps_alternate_and_the_loop_drops_their_args() {
     tool.block_on(p).unwrap();
     assert_eq!(
         entries(&l),
-        ["body 0", "sub 0", "body 1", "sub 1", "body 2", "sub 2", "after"]
+        [
+            "body 0",
+            "sub 0 args 0",
+            "body 1",
+            "sub 1 args 0",
+            "body 2",
+            "sub 2 args 0",
+            "after args 0",
+        ]
     );
     // The step counts: the root's step, the loop, each iteration and its
     // sub-step, the iteration that finds the loop done, and the last step.
@@ -245,26 +254,64 @@ fn deeply_nested_loops_do_not_grow_the_native_stack() {
 }
 
 /// A timeout set by a body covers its iteration only: it is cancelled
-/// when the iteration ends, as its frame goes.
+/// when the iteration ends, before the next iteration's sub-step runs.
 #[test]
 fn a_timeout_of_an_iteration_ends_with_it() {
     let l = log();
     let mut root = AsyncSteps::new();
     let l2 = l.clone();
     root.repeat(3, move |s, i| {
-        s.set_timeout(ms(10));
+        if i == 0 {
+            s.set_timeout(ms(10));
+        }
         let l3 = l2.clone();
-        s.add(move |_, ()| {
-            push(&l3, format!("sub {i}"));
+        s.add(move |s, ()| {
+            let t = s.tool().stats().timers;
+            push(&l3, format!("sub {i} timers {t}"));
             Ok(())
         });
         Ok(())
     });
     let mut tool = TestTool::new();
-    let mut p = root.promise::<()>(&mut tool);
-    tool.run_all_ready();
-    assert_eq!(tool.pending().timers, 0);
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
     assert_eq!(tool.elapsed(), ms(0));
-    assert!(p.try_take().expect("ended").is_ok());
-    assert_eq!(entries(&l), ["sub 0", "sub 1", "sub 2"]);
+    assert_eq!(
+        entries(&l),
+        ["sub 0 timers 1", "sub 1 timers 0", "sub 2 timers 0"]
+    );
+}
+
+/// A body that waits and adds sub-steps leaves its frame flagged as
+/// waiting (the sub-steps end the wait): the next iteration gets a frame
+/// of its own, or a later body that adds nothing would wait forever.
+#[test]
+fn a_body_that_waits_and_adds_leaves_no_wait_to_the_next_iteration() {
+    let l = log();
+    let waiting = HandleSlot::default();
+    let mut root = AsyncSteps::new();
+    let (l2, w) = (l.clone(), waiting.clone());
+    root.repeat(3, move |s, i| {
+        push(&l2, format!("body {i}"));
+        if i == 0 {
+            w.put(s.wait_external());
+        }
+        if i < 2 {
+            let l3 = l2.clone();
+            s.add(move |_, ()| {
+                push(&l3, format!("sub {i}"));
+                Ok(())
+            });
+        }
+        Ok(())
+    });
+    let mut tool = TestTool::new();
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    assert_eq!(
+        entries(&l),
+        ["body 0", "sub 0", "body 1", "sub 1", "body 2"]
+    );
+    // The sub-steps completed the first step: its handle is refused.
+    assert!(waiting.take().success(()).is_err());
 }
