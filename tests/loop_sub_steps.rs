@@ -10,7 +10,7 @@
 mod common;
 
 use common::*;
-use futoin_asyncsteps::{Args, AsyncSteps, TestTool};
+use futoin_asyncsteps::{Args, AsyncSteps, Step, TestTool};
 
 /// Logs `drop <name>` when dropped (a name per iteration).
 struct Named(Log, String);
@@ -19,6 +19,23 @@ impl Drop for Named {
     fn drop(&mut self) {
         push(&self.0, format!("drop {}", self.1));
     }
+}
+
+/// Adds a sub-step that logs `entry`.
+fn add_logged(s: &mut Step<'_>, l: &Log, entry: String) {
+    let l = l.clone();
+    s.add(move |_, ()| {
+        push(&l, entry);
+        Ok(())
+    });
+}
+
+/// Runs `root` to its end (it must succeed) on a new test tool.
+fn run(root: AsyncSteps) -> TestTool {
+    let mut tool = TestTool::new();
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    tool
 }
 
 #[test]
@@ -42,9 +59,7 @@ fn bodies_and_their_sub_steps_alternate_and_the_loop_drops_their_args() {
         push(&l2, format!("after args {}", a.len()));
         Ok(())
     });
-    let mut tool = TestTool::new();
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
+    let tool = run(root);
     assert_eq!(
         entries(&l),
         [
@@ -69,17 +84,11 @@ fn every_sub_step_a_body_adds_runs_before_the_next_body() {
     let l2 = l.clone();
     root.repeat(2, move |s, i| {
         for name in ["a", "b", "c"] {
-            let l3 = l2.clone();
-            s.add(move |_, ()| {
-                push(&l3, format!("{name} {i}"));
-                Ok(())
-            });
+            add_logged(s, &l2, format!("{name} {i}"));
         }
         Ok(())
     });
-    let mut tool = TestTool::new();
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
+    run(root);
     assert_eq!(entries(&l), ["a 0", "b 0", "c 0", "a 1", "b 1", "c 1"]);
 }
 
@@ -91,16 +100,10 @@ fn a_value_on_an_iterations_stack_is_dropped_before_the_next_body() {
     root.repeat(3, move |s, i| {
         push(&l2, format!("body {i}"));
         s.stack(Named(l2.clone(), format!("value {i}")));
-        let l3 = l2.clone();
-        s.add(move |_, ()| {
-            push(&l3, format!("sub {i}"));
-            Ok(())
-        });
+        add_logged(s, &l2, format!("sub {i}"));
         Ok(())
     });
-    let mut tool = TestTool::new();
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
+    run(root);
     assert_eq!(
         entries(&l),
         [
@@ -247,9 +250,7 @@ fn deeply_nested_loops_do_not_grow_the_native_stack() {
         nest(s, DEPTH, l2.clone());
         Ok(())
     });
-    let mut tool = TestTool::new();
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
+    run(root);
     assert_eq!(entries(&l), ["innermost"]);
 }
 
@@ -272,9 +273,7 @@ fn a_timeout_of_an_iteration_ends_with_it() {
         });
         Ok(())
     });
-    let mut tool = TestTool::new();
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
+    let tool = run(root);
     assert_eq!(tool.elapsed(), ms(0));
     assert_eq!(
         entries(&l),
@@ -297,17 +296,11 @@ fn a_body_that_waits_and_adds_leaves_no_wait_to_the_next_iteration() {
             w.put(s.wait_external());
         }
         if i < 2 {
-            let l3 = l2.clone();
-            s.add(move |_, ()| {
-                push(&l3, format!("sub {i}"));
-                Ok(())
-            });
+            add_logged(s, &l2, format!("sub {i}"));
         }
         Ok(())
     });
-    let mut tool = TestTool::new();
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
+    run(root);
     assert_eq!(
         entries(&l),
         ["body 0", "sub 0", "body 1", "sub 1", "body 2"]
