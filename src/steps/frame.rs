@@ -97,6 +97,26 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
+    /// Nothing but a level: no flag, wait token, timer or `Extra`. Such a
+    /// frame can serve a loop's next iteration as a new one would (see
+    /// `Step::recycle` and the sub-step path of `Flow::iterate`).
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.flags == 0 && self.extra.is_none() && self.wait.is_none() && self.timer.is_none()
+    }
+
+    /// The `Rare` part of a frame that may keep sync holds (in
+    /// `Rare::holds` and, for a section run in place, `Rare::in_place`;
+    /// see [`Rare::all_holds`]). Frames never flagged as holding one are
+    /// skipped without looking into their `Extra`.
+    #[inline]
+    pub(crate) fn hold_part(&self) -> Option<&Rare> {
+        if self.flags & MAY_HOLD == 0 {
+            return None;
+        }
+        self.extra.as_deref()?.rare_ref()
+    }
+
     /// This frame's `Extra`, taken from `pool` (the loop's recycled ones)
     /// on first use.
     #[inline]

@@ -197,7 +197,7 @@ impl<'a> Step<'a> {
         debug_assert!(self.pending.is_none(), "a loop iteration's frame is pushed");
         let seq = self.flow.seq.checked_add(1).unwrap_or(1);
         let f = &mut self.flow.st(self.sid).frames[self.depth];
-        if !(f.flags == 0 && f.extra.is_none() && f.wait.is_none() && f.timer.is_none()) {
+        if !f.is_plain() {
             return None;
         }
         if self.sched.budget <= 1 {
@@ -269,9 +269,7 @@ impl<'a> Step<'a> {
         fn count(frames: &[crate::steps::frame::Frame], id: usize) -> usize {
             frames
                 .iter()
-                .filter(|f| f.flags & crate::steps::frame::MAY_HOLD != 0)
-                .filter_map(|f| f.extra.as_deref())
-                .filter_map(|x| x.rare_ref())
+                .filter_map(|f| f.hold_part())
                 .flat_map(|r| r.all_holds())
                 .filter(|h| h.id == id && h.is_held())
                 .count()

@@ -53,7 +53,7 @@ use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::NameFn;
 use crate::steps::flow::Flow;
-use crate::steps::frame::{IN_PLACE, MAY_HOLD};
+use crate::steps::frame::IN_PLACE;
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use std::any::Any;
@@ -200,8 +200,7 @@ impl Step<'_> {
         let st = self.flow.st(self.sid);
         !st.frames[..self.depth]
             .iter()
-            .filter(|f| f.flags & MAY_HOLD != 0)
-            .filter_map(|f| f.extra.as_deref()?.rare_ref())
+            .filter_map(|f| f.hold_part())
             .any(|r| r.all_holds().any(|h| h.id == id && h.is_held()))
     }
 

@@ -19,11 +19,7 @@ impl Flow {
         sched.budget = sched.budget.saturating_sub(1);
         let lf = self.top(sid);
         let name = lf.name;
-        let mut iter = Self::loop_state(lf)
-            .expect("loop state")
-            .iter
-            .take()
-            .expect("loop not re-entered");
+        let mut iter = Self::take_body(lf);
         self.push_frame(sid, None, name, Kind::Step);
         let depth = self.st(sid).frames.len() - 1;
         loop {
@@ -96,11 +92,7 @@ impl Flow {
             if !matches!(act, Some(Act::Next)) || !self.next_iteration(sched, sid, depth) {
                 return act;
             }
-            iter = Self::loop_state(&mut self.st(sid).frames[depth - 1])
-                .expect("loop state")
-                .iter
-                .take()
-                .expect("loop not re-entered");
+            iter = Self::take_body(&mut self.st(sid).frames[depth - 1]);
         }
     }
 
@@ -117,6 +109,16 @@ impl Flow {
             .as_mut()
             .and_then(|x| x.rare_mut())
             .and_then(|r| r.lp.as_mut())
+    }
+
+    /// Takes the body out of loop frame `f` for an iteration (it goes back
+    /// before anything else runs).
+    fn take_body(f: &mut Frame) -> crate::steps::def::LoopIter {
+        Self::loop_state(f)
+            .expect("loop state")
+            .iter
+            .take()
+            .expect("loop not re-entered")
     }
 
     /// Whether [`run_strand`](Self::run_strand) would run the next step of
@@ -151,9 +153,7 @@ impl Flow {
             return false;
         }
         let f = &mut st.frames[depth];
-        if st.queue.len() != f.seg as usize
-            || !(f.flags == 0 && f.extra.is_none() && f.wait.is_none() && f.timer.is_none())
-        {
+        if st.queue.len() != f.seg as usize || !f.is_plain() {
             return false;
         }
         f.seq = seq;
