@@ -58,15 +58,15 @@ impl<S: Obj> Obj for General<S> {
 /// `async_stack` name the object's type where a scenario is generic over
 /// it: `General<T>` is read as `T`.)
 macro_rules! same {
-    ($scenario:ident, $make:expr) => {{
+    ($scenario:ident, $make:expr $(, $arg:expr)*) => {{
         let obj = $make;
         let inner = type_name_of(&obj);
         let wrapped = format!(
             "{}<{inner}>",
             std::any::type_name::<General<()>>().trim_end_matches("<()>")
         );
-        let in_place = $scenario(obj);
-        let general: Vec<String> = $scenario(General($make))
+        let in_place = $scenario(obj $(, $arg)*);
+        let general: Vec<String> = $scenario(General($make) $(, $arg)*)
             .iter()
             .map(|l| l.replace(&wrapped, inner))
             .collect();
@@ -610,6 +610,215 @@ fn interleaving_and_step_references_match_the_general_path() {
     assert!(first_of_1 < last_of_0, "{log:#?}");
     same!(interleaving, throttle());
     same!(interleaving, limiter(3));
+}
+
+/// Three flows, two sections each, through a Limiter that lets two in at
+/// once and two per second: a flow that finds the Mutex free but the
+/// rate used up waits for the next period holding its Mutex slot.
+fn rate_limited<S: Obj>(o: S) -> Vec<String> {
+    let mut tool = TestTool::new();
+    let r = Recorder::default();
+    let mut ps = Vec::new();
+    for f in 0..3 {
+        let (r1, o1) = (r.clone(), o.clone());
+        let mut root = AsyncSteps::new();
+        root.repeat(2, move |s, i| {
+            let r2 = r1.clone();
+            s.add(move |s, ()| s.success((i as i32,)));
+            s.sync(&o1, move |s, (v,): (i32,)| {
+                r2.push(format!("flow {f} section {v}"));
+                s.success((v * 10,))
+            });
+            let r3 = r1.clone();
+            s.add(move |_, (w,): (i32,)| {
+                r3.push(format!("flow {f} after {w}"));
+                Ok(())
+            });
+            Ok(())
+        });
+        ps.push(root.promise::<()>(&mut tool));
+    }
+    for t in 0..4 {
+        r.push(format!("at {t} s"));
+        if t == 0 {
+            tool.run_all_ready();
+        } else {
+            tool.advance(Duration::from_secs(1));
+        }
+    }
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+    r.get()
+}
+
+#[test]
+fn a_limiter_out_of_rate_matches_the_general_path() {
+    let limiter = || {
+        Limiter::new(LimiterOptions {
+            concurrent: 2,
+            max_queue: 8,
+            rate: 2,
+            period: Duration::from_secs(1),
+            burst: 8,
+        })
+    };
+    assert_eq!(
+        same!(rate_limited, limiter()),
+        [
+            "at 0 s",
+            "flow 0 section 0",
+            "flow 0 after 0",
+            "flow 0 section 1",
+            "flow 0 after 10",
+            // Flows 1 and 2 wait for the rate, each in a Mutex slot.
+            "at 1 s",
+            "flow 1 section 0",
+            "flow 1 after 0",
+            "flow 2 section 0",
+            "flow 2 after 0",
+            "at 2 s",
+            "flow 1 section 1",
+            "flow 1 after 10",
+            "flow 2 section 1",
+            "flow 2 after 10",
+            "at 3 s",
+        ]
+    );
+}
+
+/// On a Limiter out of rate (one per second, used up by a first flow):
+/// re-entering it from its section passes through at once, and a section
+/// that fails names the Limiter's own section between the step and
+/// itself on `async_stack`, whether the Throttle let it in at once or not.
+fn reentry_and_stack<S: Obj>(o: S) -> Vec<String> {
+    let mut tool = TestTool::new();
+    let r = Recorder::default();
+    let mut ps = Vec::new();
+    for f in 0..2 {
+        let (r1, o1, r3) = (r.clone(), o.clone(), r.clone());
+        let mut root = AsyncSteps::new();
+        root.add_catch(
+            move |s, ()| {
+                let (r2, o2) = (r1.clone(), o1.clone());
+                s.sync(&o1, move |s, ()| {
+                    r2.push(format!("flow {f} in"));
+                    s.sync(&o2, move |s, ()| {
+                        r2.push(format!("flow {f} re-entered"));
+                        s.error("Z", "in the nested section")
+                    });
+                    Ok(())
+                });
+                Ok(())
+            },
+            move |s, e| {
+                let stack = s.state().async_stack().join(" > ");
+                r3.push(format!("flow {f}: {} [{stack}]", e.code()));
+                s.success(())
+            },
+        );
+        ps.push(root.promise::<()>(&mut tool));
+    }
+    for t in 0..3 {
+        r.push(format!("at {t} s"));
+        if t == 0 {
+            tool.run_all_ready();
+        } else {
+            tool.advance(Duration::from_secs(1));
+        }
+    }
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+    r.get()
+}
+
+#[test]
+fn a_limiter_out_of_rate_is_reentered_and_named_as_on_the_general_path() {
+    let limiter = || {
+        Limiter::new(LimiterOptions {
+            concurrent: 2,
+            max_queue: 8,
+            rate: 1,
+            period: Duration::from_secs(1),
+            burst: 8,
+        })
+    };
+    let log = same!(reentry_and_stack, limiter());
+    let lines: Vec<&str> = log.iter().map(|l| l.split(" [").next().unwrap()).collect();
+    assert_eq!(
+        lines,
+        [
+            "at 0 s",
+            "flow 0 in",
+            "flow 0 re-entered",
+            "flow 0: Z",
+            "at 1 s",
+            "flow 1 in",
+            "flow 1 re-entered",
+            "flow 1: Z",
+            "at 2 s",
+        ]
+    );
+    // Root step, sync step, the Limiter's section, the section; then the
+    // nested sync step, the Limiter's section, the nested section.
+    let names = |l: &str| -> Vec<bool> {
+        let stack = &l[l.find('[').unwrap() + 1..l.len() - 1];
+        stack
+            .split(" > ")
+            .map(|x| x.ends_with("::Limiter"))
+            .collect()
+    };
+    let shape = [false, false, true, false, false, true, false];
+    assert_eq!(
+        (names(&log[3]), names(&log[7])),
+        (shape.to_vec(), shape.to_vec()),
+        "{log:#?}"
+    );
+}
+
+/// Two flows taking turns through `o` (the turns end with the step
+/// budget), the first after `lead` plain steps: over `lead` in 0..6 the
+/// budget runs out at every point of an iteration, the `sync` step
+/// included, and the log shows where each turn ended.
+fn budget_ends<S: Obj>(o: S, lead: usize) -> Vec<String> {
+    let mut tool = TestTool::new();
+    let r = Recorder::default();
+    let mut ps = Vec::new();
+    for f in 0..2 {
+        let (r1, o1) = (r.clone(), o.clone());
+        let mut root = AsyncSteps::new();
+        for _ in 0..if f == 0 { lead } else { 0 } {
+            root.add(|_, ()| Ok(()));
+        }
+        root.repeat(700, move |s, i| {
+            let r2 = r1.clone();
+            s.sync(&o1, move |_, ()| {
+                if i % 10 == 0 {
+                    r2.push(format!("flow {f} at {i}"));
+                }
+                Ok(())
+            });
+            Ok(())
+        });
+        ps.push(root.promise::<()>(&mut tool));
+    }
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+    r.get()
+}
+
+/// The Limiter's frameless path needs budget for two sections (its own
+/// and the user's); with less, its Throttle's part goes to the next turn.
+#[test]
+fn turns_end_where_the_general_path_ends_them() {
+    for lead in 0..6 {
+        let log = same!(budget_ends, limiter(1), lead);
+        assert_eq!(log.len(), 140);
+        let switches = log.windows(2).filter(|w| w[0][..6] != w[1][..6]).count();
+        assert!(switches >= 4, "lead {lead}: {log:#?}");
+    }
 }
 
 /// The `async_stack` of a failing section, its args (none, then some) and

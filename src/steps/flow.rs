@@ -607,7 +607,7 @@ impl Flow {
                 }
                 // A `sync` section done without a frame gave its lock back
                 // as it returned (see `sync::in_place`).
-                debug_assert!(sched.section.is_none());
+                debug_assert!(sched.section.is_none() && sched.section_inner.is_none());
                 drop(frame);
                 Some(Act::Next)
             }

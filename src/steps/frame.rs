@@ -59,6 +59,10 @@ pub(crate) struct Rare {
     /// the section were a sub-step. After `holds`, so the holds the section
     /// takes are given back first, as from a sub-step's frame.
     pub in_place: Option<(crate::sync::Hold, NameFn)>,
+    /// With `in_place`: the name shown between the step's and the
+    /// section's, of the object's own section that the general path runs
+    /// the section in (a Limiter's Throttle inside its Mutex).
+    pub in_place_via: Option<NameFn>,
     /// An I/O readiness wait of this step (`Step::wait_io`).
     pub io: Option<crate::io::IoWait>,
     /// Sources on this frame's stack registered with the reactor.
@@ -181,6 +185,7 @@ impl Extra {
                 }
                 if r.in_place.is_some() {
                     r.in_place = None;
+                    r.in_place_via = None;
                 }
                 granted = local_len() > before;
             }

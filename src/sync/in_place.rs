@@ -11,11 +11,16 @@
 //! error handler ([`Step::sync_catch`]) and the contended case take the
 //! general path of [`enter`](super::enter).
 //!
-//! A [`Limiter`] goes through its own `ISync::sync` with the step marked
-//! (`Outcome::engine_sync`): the first `enter` it reaches, its Mutex's,
-//! runs the Limiter's section (its Throttle around the user's section) in
-//! place; the Throttle then adds the user's section as a sub-step, as on
-//! the general path.
+//! A [`Limiter`] whose Mutex and Throttle both admit at once runs the
+//! section in place holding both (the Throttle's hold as the inner one,
+//! `Scheduler::section_inner`). When only its Mutex admits, the section
+//! waits for the Throttle on the general path, with the Mutex held in
+//! place. Otherwise the Limiter goes through its own `ISync::sync` (to
+//! queue for its Mutex, or to pass through one held below) with the step
+//! marked (`Outcome::engine_sync`): should its Mutex admit the flow there
+//! after all (freed by another loop meanwhile), it runs the Limiter's
+//! section (its Throttle around the user's section) in place, and the
+//! Throttle adds the user's section as a sub-step.
 //!
 //! The step's frame stays deferred, like any step's (`Step::frame_here`):
 //! the hold waits in the loop's register (`Scheduler::section`) while the
@@ -46,14 +51,14 @@
 //!   one does).
 
 use super::mutex::Mutex;
-use super::throttle::Throttle;
+use super::throttle::{Throttle, ThrottleCore};
 use super::Limiter;
 use super::{Hold, HoldCore, ISync, Section};
 use crate::args::FromArgs;
 use crate::error::StepResult;
-use crate::steps::def::NameFn;
+use crate::steps::def::{name_of, NameFn};
 use crate::steps::flow::Flow;
-use crate::steps::frame::IN_PLACE;
+use crate::steps::frame::{HOLDS, IN_PLACE};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use std::any::Any;
@@ -104,12 +109,7 @@ where
         Err(obj) => obj,
     };
     let obj = match downcast::<Limiter, S>(obj) {
-        Ok(l) => {
-            // Its Mutex may run the Limiter's own section (the Throttle
-            // around `f`) in place: see `enter`.
-            s.out_mut().engine_sync = true;
-            return general(s, l, f);
-        }
+        Ok(l) => return limiter(s, l, f, section),
         Err(obj) => obj,
     };
     general(s, obj, f)
@@ -143,7 +143,74 @@ where
     let core = obj.into_core();
     O::admitted(&core, s);
     s.run_in_place(Hold::new(id_of(&core), core, true), section);
-    // From the register, as a sub-step takes them.
+    run_section(s, f)
+}
+
+/// A [`Limiter`]'s uncontended path: its Mutex admits the flow in place,
+/// then its Throttle, and `f` runs as the step's body holding both (the
+/// Throttle's hold inside the Mutex's, in `Scheduler::section_inner`).
+///
+/// A Mutex that is taken (or held below, or misconfigured) leaves the
+/// whole Limiter to the general path, whose first `enter` (the Mutex's)
+/// may still run the Limiter's own section in place once the lock frees
+/// (`Outcome::engine_sync`). A Throttle that cannot admit at once (its
+/// rate used up, held below, misconfigured, or the step budget spent)
+/// gets `f` on the general path, with the Mutex already held in place,
+/// exactly as the Limiter's own section would.
+fn limiter<F, A>(s: &mut Step<'_>, l: Limiter, f: F, section: NameFn) -> StepResult
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
+    let admitted = l
+        .mutex
+        .core()
+        .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
+    if !admitted {
+        s.out_mut().engine_sync = true;
+        return general(s, l, f);
+    }
+    let Limiter { mutex, throttle } = l;
+    // (The hold is made where it is handed over: a `Hold` kept in a local
+    // adds a caller of its drop, which then stops being inlined into the
+    // Mutex's own path.)
+    let core = mutex.into_core();
+    // The budget must allow both sections: the Limiter's and `f`.
+    let inner = s.sched.budget > 1
+        && throttle
+            .core()
+            .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
+    if !inner {
+        // The Limiter's own section runs in place (`async_stack` names it
+        // so), and its Throttle takes `f` on the general path.
+        s.run_in_place(Hold::new(id_of(&core), core, true), name_of::<Limiter>());
+        let args = std::mem::take(s.args());
+        return throttle.sync(s, args, Section::new(f));
+    }
+    s.run_in_place(Hold::new(id_of(&core), core, true), section);
+    let core = throttle.into_core();
+    Throttle::admitted(&core, s);
+    // The steps the Throttle's sub-step would have counted.
+    s.sched.steps += 1;
+    s.sched.budget -= 1;
+    s.sched.section_inner = Some(InnerHold(core));
+    let r = run_section(s, f);
+    if s.sched.section.is_none() {
+        // Done without a frame, the Mutex given back: so is the Throttle
+        // (its `leave` does nothing, so the order makes no difference).
+        s.sched.section_inner = None;
+    }
+    r
+}
+
+/// Runs `f`, the section of a step that took its lock in place, with the
+/// args in the register (as a sub-step takes them).
+#[inline(always)]
+fn run_section<F, A>(s: &mut Step<'_>, f: F) -> StepResult
+where
+    F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+    A: FromArgs + 'static,
+{
     let r = A::from_args(s.args()).and_then(|a| f(s, a));
     if s.sched.section.is_some() && r.is_ok() && s.out_mut().misuse.is_none() {
         // Done without a frame: the step succeeds now (an error, a misuse
@@ -176,9 +243,30 @@ pub(crate) fn adopt_section(sched: &mut Scheduler, flow: &mut Flow, sid: u32) {
         .frames
         .last_mut()
         .expect("the frame just pushed");
-    f.flags |= IN_PLACE;
-    f.extra_in(&mut sched.extras).rare().in_place = Some(held);
+    let inner = sched.section_inner.take();
+    f.flags |= if inner.is_some() {
+        IN_PLACE | HOLDS
+    } else {
+        IN_PLACE
+    };
+    let rare = f.extra_in(&mut sched.extras).rare();
+    rare.in_place = Some(held);
+    if let Some(InnerHold(c)) = inner {
+        // Given back before `in_place`, as the frame ends; on
+        // `async_stack`, the Limiter's own section comes between the step
+        // and the section, as on the general path.
+        rare.holds.push(Hold::new(id_of(&c), c, true));
+        rare.in_place_via = Some(name_of::<Limiter>());
+    }
 }
+
+/// The inner hold of a frameless section: the Throttle a [`Limiter`]
+/// admitted the flow to, inside its Mutex. Its object alone is kept: a
+/// Throttle's slot is freed by its period, not by leaving, so a hold that
+/// never got to a frame has nothing to give back (`ThrottleCore::leave`).
+/// Moved into the frame as a real [`Hold`] (for the re-entrance checks)
+/// when the section gets one.
+pub(crate) struct InnerHold(Arc<ThrottleCore>);
 
 /// The identity of a sync object (the address of its core), as in `Hold`.
 fn id_of<C>(core: &Arc<C>) -> usize {

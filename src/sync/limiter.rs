@@ -65,8 +65,8 @@ impl Default for LimiterOptions {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Limiter {
-    mutex: Mutex,
-    throttle: Throttle,
+    pub(super) mutex: Mutex,
+    pub(super) throttle: Throttle,
 }
 
 impl Limiter {
@@ -82,10 +82,11 @@ impl Limiter {
 impl ISync for Limiter {
     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
         let throttle = self.throttle.clone();
-        self.mutex.sync(
-            s,
-            args,
-            Section::new(move |s: &mut Step<'_>, a: Args| throttle.sync(s, a, section)),
-        )
+        // Named after the Limiter on `async_stack`, as its frameless path
+        // names it (`in_place`).
+        let inner = Section::named::<Limiter, _, _>(move |s: &mut Step<'_>, a: Args| {
+            throttle.sync(s, a, section)
+        });
+        self.mutex.sync(s, args, inner)
     }
 }

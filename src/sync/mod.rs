@@ -32,7 +32,7 @@ pub use limiter::{Limiter, LimiterOptions};
 pub use mutex::Mutex;
 pub use throttle::Throttle;
 
-pub(crate) use in_place::adopt_section;
+pub(crate) use in_place::{adopt_section, InnerHold};
 
 use crate::args::{Args, FromArgs};
 use crate::error::{Error, StepResult};
@@ -139,9 +139,18 @@ impl Section {
         F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
         A: FromArgs + 'static,
     {
+        Self::named::<F, F, A>(f)
+    }
+
+    /// A section running `f`, named after `N` on `async_stack`.
+    pub(crate) fn named<N: 'static, F, A>(f: F) -> Self
+    where
+        F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
+        A: FromArgs + 'static,
+    {
         Section {
             def: StepDef {
-                exec: Exec::Fn(def::once(f)),
+                exec: Exec::Fn(def::once_named::<N, F, A>(f)),
                 catch: None,
             },
         }

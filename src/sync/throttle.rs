@@ -57,7 +57,7 @@ pub struct Throttle {
     core: Arc<ThrottleCore>,
 }
 
-pub(super) struct ThrottleCore {
+pub(crate) struct ThrottleCore {
     gate: Gate<ExternalHandle>,
     period: Duration,
     max: u32,
@@ -75,6 +75,8 @@ impl HoldCore for ThrottleCore {
         &self.gate
     }
 
+    /// Nothing: a slot comes back with the next period. (A Limiter's
+    /// frameless section relies on it: `in_place::InnerHold`.)
     fn leave(&self) {}
 
     fn entered(self: Arc<Self>, s: &mut Step<'_>, queued: bool) {

@@ -162,6 +162,10 @@ pub struct Scheduler {
     /// critical section with its frame deferred; empty whenever no such
     /// step runs (see `sync::in_place`).
     pub(crate) section: Option<(crate::sync::Hold, crate::steps::def::NameFn)>,
+    /// The Throttle of a [`Limiter`](crate::sync::Limiter) whose section
+    /// runs so, admitted inside its Mutex (the hold above): a second hold
+    /// of the section, kept as its object only (see `sync::in_place`).
+    pub(crate) section_inner: Option<crate::sync::InnerHold>,
     unhandled: Option<ErrorHook>,
     /// `None` on a loop without a reactor (`TestTool`).
     pub(crate) io: Option<crate::io::reactor::Reactor>,
@@ -193,6 +197,7 @@ impl Scheduler {
             budget: 0,
             args: Args::new(),
             section: None,
+            section_inner: None,
             unhandled: None,
             io: None,
             stopped: false,

@@ -73,12 +73,13 @@ impl Flow {
                     out.push((f.name)());
                     if f.flags & IN_PLACE != 0 {
                         // The critical section it runs in place.
-                        if let Some((_, section)) = f
-                            .extra
-                            .as_ref()
-                            .and_then(|x| x.rare_ref()?.in_place.as_ref())
-                        {
-                            out.push(section());
+                        if let Some(r) = f.extra.as_ref().and_then(|x| x.rare_ref()) {
+                            if let Some(via) = r.in_place_via {
+                                out.push(via());
+                            }
+                            if let Some((_, section)) = &r.in_place {
+                                out.push(section());
+                            }
                         }
                     }
                 }
