@@ -5,7 +5,7 @@
 
 use super::{panic_error, Flow};
 use crate::error::{Control, Error};
-use crate::steps::frame::{Act, Kind, HANDLED, IN_PLACE, WAIT};
+use crate::steps::frame::{Act, Kind, HANDLED, HOLDS, IN_PLACE, WAIT};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -126,6 +126,13 @@ impl Flow {
             };
             let mut f = self.st(sid).frames.pop().expect("top");
             self.end_frame(sched, &mut f, !origin);
+            if f.flags & HOLDS != 0 {
+                // A step that took sync stakes itself (a direct
+                // `ISync::sync`) failed: its handler runs with none, neither
+                // a lock nor a place in a queue (spec 1.11: released on
+                // error unwinding; a waiter that timed out leaves the queue).
+                f.release_holds();
+            }
             f.flags = (f.flags | HANDLED) & !WAIT;
             let st = self.st(sid);
             st.frames.push(f);
