@@ -78,3 +78,29 @@ fn write_all_empty_after_a_timed_out_write() {
     assert_eq!(tool.block_on(p).map_err(|e| e.code().to_owned()), Ok(()));
     assert_clean(&tool);
 }
+
+#[test]
+fn read_exact_grows_its_buffer_across_many_reads() {
+    // More than the first allocation, in pieces: every byte in order.
+    let n = (1 << 20) + 12_345;
+    let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, move |s, c| {
+        s.set_timeout(Duration::from_secs(10)); // fails, not hangs
+        net::read_exact(s, c, n);
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    let sent = data.clone();
+    let writer = std::thread::spawn(move || {
+        for piece in sent.chunks(100_000) {
+            client.write_all(piece).unwrap();
+        }
+        client
+    });
+    let got = tool.block_on(p).unwrap().0;
+    assert_eq!((got.len(), got == data), (n, true));
+    drop(writer.join().unwrap());
+    assert_clean(&tool);
+}

@@ -289,16 +289,61 @@ pub fn read_some(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
     );
 }
 
+/// The buffer [`read_exact`] starts with when `n` is larger.
+const READ_EXACT_FIRST: usize = 64 << 10;
+
 /// Reads exactly `n` bytes; the result is `(Vec<u8>,)`. End of stream
 /// before `n` bytes is `CommError` ("the peer closed after k of n bytes").
 /// `n == 0` completes at once with an empty `Vec`, touching nothing.
+///
+/// The buffer grows as the bytes arrive: it starts at `n` or 64 KiB,
+/// whichever is less, and doubles each time it is full, never past `n`.
+/// So `n` can come from the peer (a length prefix): a huge one costs
+/// memory only as its bytes actually come, at most twice what came, and a
+/// peer that closes early ends the read with the `CommError` above. Bound
+/// `n` before the call to limit what one message may make the flow hold.
+///
+/// ```
+/// use futoin_asyncsteps::io::net;
+/// use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, TakeOnce};
+/// use std::io::Write;
+///
+/// let mut tool = AsyncTool::new()?;
+/// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = std::net::TcpStream::connect(l.local_addr()?)?;
+/// let (server, _) = l.accept()?;
+/// server.set_nonblocking(true)?;
+/// let server = TakeOnce::new(mio::net::TcpStream::from_std(server));
+///
+/// // A message is a 4-byte big-endian length, then that many bytes.
+/// let mut root = AsyncSteps::new();
+/// root.add(move |s, ()| {
+///     let c = s.stack(server.take()?);
+///     net::read_exact(s, c, 4);
+///     s.add(move |s, (len,): (Vec<u8>,)| {
+///         let n = u32::from_be_bytes(len.try_into().unwrap()) as usize;
+///         net::read_exact(s, c, n); // memory follows the bytes sent, not n
+///         Ok(())
+///     });
+///     Ok(())
+/// });
+/// let p = root.promise::<(Vec<u8>,)>(&mut tool);
+/// client.write_all(&u32::MAX.to_be_bytes())?; // claims 4 GiB...
+/// client.write_all(b"abc")?; // ...sends 3 bytes and closes
+/// drop(client);
+/// let e = tool.block_on(p).unwrap_err();
+/// assert_eq!(e.code(), codes::COMM_ERROR);
+/// assert_eq!(e.info(), Some("read_exact: the peer closed after 3 of 4294967295 bytes"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
     if n == 0 {
         // No I/O: not even a wait for a socket known to be drained.
         s.add(|s, ()| s.success((Vec::<u8>::new(),)));
         return;
     }
-    // Zeroed once, filled in place: a slow sender costs no rework.
+    // Filled in place and grown only when full: a slow sender costs no
+    // rework, and memory follows the bytes that came, not `n`.
     let mut buf: Option<Vec<u8>> = None;
     let mut have = 0;
     retry(
@@ -306,10 +351,14 @@ pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
         conn,
         Interest::READABLE,
         move |c| {
-            let b = buf.get_or_insert_with(|| vec![0u8; n]);
+            let b = buf.get_or_insert_with(|| vec![0u8; n.min(READ_EXACT_FIRST)]);
             loop {
                 if have == n {
                     return Ok(Try::Done(std::mem::take(b)));
+                }
+                if have == b.len() {
+                    // Full: double it, up to `n` (`have` >= the first size).
+                    b.resize(have + (n - have).min(have), 0);
                 }
                 match c.read(&mut b[have..]) {
                     Ok(0) => {
