@@ -1,12 +1,13 @@
-//! Edge cases of the TCP helpers (`io::net`): operations that need no I/O
-//! complete at once whatever the socket's readiness.
+//! Edge cases of the TCP helpers (`io::net`) and of `wait_io`: operations
+//! that need no I/O complete at once whatever the socket's readiness, and
+//! a source replaced in place on the stack is waited on as itself.
 
 #[path = "common/tcp.rs"]
 mod tcp;
 
 use futoin_asyncsteps::io::{net, Interest, Ready};
-use futoin_asyncsteps::AsyncTool;
-use std::io::Write;
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool};
+use std::io::{Read, Write};
 use std::time::Duration;
 use tcp::{conn_flow, pair};
 
@@ -102,5 +103,95 @@ fn read_exact_grows_its_buffer_across_many_reads() {
     let got = tool.block_on(p).unwrap().0;
     assert_eq!((got.len(), got == data), (n, true));
     drop(writer.join().unwrap());
+    assert_clean(&tool);
+}
+
+#[test]
+fn a_source_replaced_in_place_is_registered_on_its_next_wait() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_c1, conn1) = pair();
+    let (_c2, conn2) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        s.set_timeout(Duration::from_millis(500));
+        let c = s.stack(conn1.take()?);
+        s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE));
+        s.add(move |s, _: (Ready,)| {
+            *s.stack_get(c)? = conn2.take()?;
+            Ok(())
+        });
+        s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE));
+        Ok(())
+    });
+    let p = root.promise::<(Ready,)>(&mut tool);
+    let r = tool.block_on(p).map(|(r,)| r.writable);
+    assert_eq!(r.map_err(|e| e.code().to_owned()), Ok(true));
+    assert_clean(&tool);
+}
+
+#[test]
+fn a_replaced_socket_gets_its_own_data_and_the_helpers_go_on() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut c1, conn1) = pair();
+    let (mut c2, conn2) = pair();
+    c1.write_all(b"one").unwrap();
+    c2.write_all(b"two").unwrap();
+    let root = conn_flow(conn1, move |s, c| {
+        s.set_timeout(Duration::from_secs(2)); // fails, not hangs
+        s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE)); // registers it
+                                                              // A short read: the first socket is known to be drained.
+        s.add(move |s, _: (Ready,)| {
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        s.add(move |s, (first,): (Vec<u8>,)| {
+            assert_eq!(first, b"one");
+            *s.stack_get(c)? = conn2.take()?;
+            net::read_some(s, c, 64);
+            Ok(())
+        });
+        s.add(move |s, (second,): (Vec<u8>,)| {
+            assert_eq!(second, b"two");
+            net::write_all(s, c, b"reply".to_vec());
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    let mut reply = [0u8; 5];
+    c2.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"reply");
+    assert_clean(&tool);
+}
+
+#[test]
+fn a_source_replaced_while_another_step_waits_on_it_is_an_internal_error() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_c1, conn1) = pair();
+    let (_c2, conn2) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        s.set_timeout(Duration::from_secs(10)); // fails, not hangs
+        let c = s.stack(conn1.take()?);
+        s.parallel()
+            // Never readable: the client does not write.
+            .add(move |s, ()| s.wait_io(c, Interest::READABLE))
+            .add(move |s, ()| {
+                // Runs after the sibling started waiting.
+                *s.stack_get(c)? = conn2.take()?;
+                s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE));
+                Ok(())
+            });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR, "{:?}", e.info());
+    assert!(
+        e.info().is_some_and(|i| i.contains("replaced")),
+        "{:?}",
+        e.info()
+    );
     assert_clean(&tool);
 }

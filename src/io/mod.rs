@@ -88,6 +88,9 @@ pub(crate) struct IoWait {
 pub(crate) struct Registered {
     pub idx: u32,
     pub key: IoKey,
+    /// The OS handle of the registered source ([`ident_of`]): a source
+    /// put in place of it on the stack has another.
+    pub ident: u64,
     /// Deregisters the source (its type is known only where it was
     /// registered).
     pub deregister: fn(&mut dyn Any, &mut Reactor, IoKey),
@@ -98,6 +101,52 @@ fn deregister_as<S: mio::event::Source + 'static>(v: &mut dyn Any, r: &mut React
         Some(s) => r.deregister(k, s),
         None => r.forget(k),
     }
+}
+
+/// [`ident_of`] for a source whose type has no known OS handle.
+const NO_IDENT: u64 = u64::MAX;
+
+/// The OS handle (file descriptor, socket) of a source of mio's own
+/// socket types, which tells a source put in place of another on the stack
+/// from the one registered; [`NO_IDENT`] for any other type. The type test
+/// is resolved when this is compiled for `S`: for a mio socket this is
+/// one load, for another type a constant.
+fn ident_of<S: 'static>(src: &S) -> u64 {
+    let any: &dyn Any = src;
+    macro_rules! handle_of {
+        ($($t:ty),*) => {
+            $(if let Some(v) = any.downcast_ref::<$t>() {
+                return os_handle(v);
+            })*
+        };
+    }
+    handle_of!(
+        mio::net::TcpStream,
+        mio::net::TcpListener,
+        mio::net::UdpSocket
+    );
+    #[cfg(unix)]
+    handle_of!(
+        mio::net::UnixStream,
+        mio::net::UnixListener,
+        mio::net::UnixDatagram
+    );
+    NO_IDENT
+}
+
+#[cfg(unix)]
+fn os_handle(v: &impl std::os::fd::AsRawFd) -> u64 {
+    v.as_raw_fd() as u64
+}
+
+#[cfg(windows)]
+fn os_handle(v: &impl std::os::windows::io::AsRawSocket) -> u64 {
+    v.as_raw_socket()
+}
+
+#[cfg(not(any(unix, windows)))]
+fn os_handle<T>(_: &T) -> u64 {
+    NO_IDENT
 }
 
 impl Step<'_> {
@@ -112,12 +161,23 @@ impl Step<'_> {
     /// the stack ends; readiness that arrives between two waits completes
     /// the next wait at once.
     ///
+    /// A socket of mio's own types (`mio::net`) put in place of a
+    /// registered one on the stack (`*s.stack_get(conn)? = other`) is told
+    /// apart by its OS handle (one compare per wait): the new socket is
+    /// registered on its next wait, and the old registration is dropped
+    /// without a system call (closing the old socket ended it; an old
+    /// socket moved out to be used elsewhere needs `release_io` first, as
+    /// always). Other sources cannot be told apart: call
+    /// [`release_io`](Step::release_io) before replacing one in place, or
+    /// the next wait may never see an event.
+    ///
     /// Errors (`InternalError`, the step fails): on a loop without a
     /// reactor (a [`TestTool`](crate::TestTool)); in an error handler; a
     /// second `wait_io` in the same step; another step already waiting on
-    /// the same source; a `StackRef` of another flow or of a step that has
-    /// ended; and a registration the reactor refuses (for example a source
-    /// already registered elsewhere).
+    /// the same source, or on the socket it replaced; a `StackRef` of
+    /// another flow or of a step that has ended; and a registration the
+    /// reactor refuses (for example a source already registered
+    /// elsewhere).
     pub fn wait_io<S: mio::event::Source + 'static>(
         &mut self,
         source: StackRef<S>,
@@ -228,7 +288,8 @@ impl Step<'_> {
     /// The reactor key of `source` (registered on its first wait), its
     /// registration widened to `interest`: the owner frame's list of
     /// registered sources is searched, and the source registered when it
-    /// is not there.
+    /// is not there, or when the one there has another OS handle (a
+    /// socket put in its place).
     fn lookup_source<S: mio::event::Source + 'static>(
         &mut self,
         source: StackRef<S>,
@@ -251,13 +312,28 @@ impl Step<'_> {
         let refused = |e: std::io::Error| {
             Error::internal(format!("wait_io(): the reactor refused the source: {e}"))
         };
+        let ident = ident_of(src);
         let key = match sources
-            .iter()
+            .iter_mut()
             .find(|r| r.idx == source.idx && reactor.contains(r.key))
         {
-            Some(r) => {
+            Some(r) if r.ident == ident => {
                 reactor.widen(r.key, src, interest).map_err(refused)?;
                 r.key
+            }
+            Some(r) => {
+                // Another socket was put in place of the registered one,
+                // which took its registration with it when it closed.
+                if reactor.has_waiter(r.key) {
+                    return Err(Error::internal(
+                        "wait_io(): the source was replaced on the stack \
+                         while another step waits on it",
+                    ));
+                }
+                reactor.forget(r.key);
+                let key = reactor.register(src, flow, interest).map_err(refused)?;
+                (r.key, r.ident) = (key, ident);
+                key
             }
             None => {
                 let key = reactor.register(src, flow, interest).map_err(refused)?;
@@ -265,6 +341,7 @@ impl Step<'_> {
                 sources.push(Registered {
                     idx: source.idx,
                     key,
+                    ident,
                     deregister: deregister_as::<S>,
                 });
                 key
@@ -276,7 +353,9 @@ impl Step<'_> {
     /// Deregisters `source` from the loop's reactor now, instead of when
     /// the step that owns it ends: call it before moving a source that
     /// has been waited on out of the stack (to another flow, say), so it
-    /// can be registered there. A no-op for a source never waited on.
+    /// can be registered there, and before putting another source in its
+    /// place on the stack unless it is one of mio's sockets (see
+    /// [`wait_io`](Step::wait_io)). A no-op for a source never waited on.
     ///
     /// ```
     /// use futoin_asyncsteps::io::{Interest, Ready};
