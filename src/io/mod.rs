@@ -163,13 +163,16 @@ impl Step<'_> {
     ///
     /// A socket of mio's own types (`mio::net`) put in place of a
     /// registered one on the stack (`*s.stack_get(conn)? = other`) is told
-    /// apart by its OS handle (one compare per wait): the new socket is
+    /// apart by its OS handle, which differs from the handle of the open
+    /// socket it replaces (one compare per wait): the new socket is
     /// registered on its next wait, and the old registration is dropped
-    /// without a system call (closing the old socket ended it; an old
+    /// without a system call (closing the old socket ended it). Two
+    /// replacements with no wait between them may bring the registered
+    /// handle back (the OS reuses handles), and other sources cannot be
+    /// told apart at all: then call [`release_io`](Step::release_io)
+    /// before replacing, or the next wait may never see an event. An old
     /// socket moved out to be used elsewhere needs `release_io` first, as
-    /// always). Other sources cannot be told apart: call
-    /// [`release_io`](Step::release_io) before replacing one in place, or
-    /// the next wait may never see an event.
+    /// always.
     ///
     /// Errors (`InternalError`, the step fails): on a loop without a
     /// reactor (a [`TestTool`](crate::TestTool)); in an error handler; a
