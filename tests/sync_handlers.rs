@@ -1,13 +1,14 @@
 //! A step that calls `ISync::sync` itself and has its own error handler:
-//! when the step fails (its wait timed out, the queue was full, the
-//! section failed), the handler runs with no lock and no place in a queue,
-//! so it can retry, and the next waiter is not held up meanwhile.
+//! when the step fails while waiting (its wait timed out, the queue was
+//! full), the handler runs with no place in the queue, so it can retry and
+//! the next waiter is not held up meanwhile; a lock the step got stays
+//! with it until it ends (its `stack()` values end first, as always).
 
 mod common;
 
 use common::*;
 use futoin_asyncsteps::sync::{ISync, Mutex, Section, Throttle};
-use futoin_asyncsteps::{codes, Args, AsyncSteps, Error, Promise, Step, TestTool};
+use futoin_asyncsteps::{codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool};
 use std::time::Duration;
 
 /// Waits `d` inside a step (a timeout recovered by its handler).
@@ -137,7 +138,7 @@ fn a_handler_retrying_after_a_full_queue_is_refused_for_the_queue_again() {
 }
 
 #[test]
-fn a_step_whose_section_failed_handles_it_without_the_lock() {
+fn a_step_whose_section_failed_keeps_the_lock_it_got_until_it_ends() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
     let r = Recorder::default();
@@ -155,12 +156,94 @@ fn a_step_whose_section_failed_handles_it_without_the_lock() {
         },
         move |s, e| {
             r1.push(format!("handler: {} {:?}", e.code(), m2.counts()));
-            s.success(())
+            // Still this step's: a retry re-enters it.
+            let (r2, m3) = (r1.clone(), m2.clone());
+            s.sync(&m2, move |_, ()| {
+                r2.push(format!("retry in {:?}", m3.counts()));
+                Ok(())
+            });
+            Ok(())
         },
     );
     let p = p.promise::<()>(&mut tool);
     tool.block_on(p).unwrap();
-    assert_eq!(r.get(), ["handler: Busy (0, 0)"]);
+    assert_eq!(r.get(), ["handler: Busy (1, 0)", "retry in (1, 0)"]);
+    assert_eq!(m.counts(), (0, 0));
+}
+
+/// A value dropped with the step that holds the Mutex: logs the counts.
+struct WriteBack(Recorder, Mutex);
+
+impl Drop for WriteBack {
+    fn drop(&mut self) {
+        self.0.push(format!("write-back {:?}", self.1.counts()));
+    }
+}
+
+/// A user's `ISync`: a Mutex, with a guard on the step's stack.
+#[derive(Clone)]
+struct Guarded(Mutex, Recorder);
+
+impl ISync for Guarded {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        self.0.sync(s, args, section)?;
+        s.stack(WriteBack(self.1.clone(), self.0.clone()));
+        Ok(())
+    }
+}
+
+/// A step syncing on `Guarded` directly, its section timing out, with or
+/// without a handler (which waits 10 ms), and a flow waiting for the Mutex.
+fn guarded(handler: bool) -> Vec<String> {
+    let mut tool = TestTool::new();
+    let m = Mutex::new(1, None);
+    let r = Recorder::default();
+    let g = Guarded(m.clone(), r.clone());
+    let body = move |s: &mut Step<'_>, a: Args| {
+        let section = Section::new(|s: &mut Step<'_>, ()| {
+            s.set_timeout(ms(5));
+            Ok(())
+        });
+        g.sync(s, a, section)
+    };
+    let mut p = AsyncSteps::new();
+    if handler {
+        let (r1, m1) = (r.clone(), m.clone());
+        p.add_catch(body, move |s, e| {
+            r1.push(format!("handler {} {:?}", e.code(), m1.counts()));
+            sleep(s, ms(10));
+            Ok(())
+        });
+    } else {
+        p.add(body);
+    }
+    let p = p.promise::<()>(&mut tool);
+    tool.run_all_ready();
+    let (r1, m1) = (r.clone(), m.clone());
+    let mut w = AsyncSteps::new();
+    w.sync(&m, move |_, ()| {
+        r1.push(format!("waiter in {:?}", m1.counts()));
+        Ok(())
+    });
+    let w = w.promise::<()>(&mut tool);
+    tool.run_all();
+    let _ = tool.block_on(p);
+    tool.block_on(w).unwrap();
+    assert_eq!(m.counts(), (0, 0));
+    r.get()
+}
+
+#[test]
+fn a_stack_value_of_the_locking_step_ends_before_its_lock_with_a_handler_too() {
+    assert_eq!(guarded(false), ["write-back (1, 1)", "waiter in (1, 0)"]);
+    assert_eq!(
+        guarded(true),
+        [
+            "handler Timeout (1, 1)",
+            "write-back (1, 1)",
+            "waiter in (1, 0)"
+        ]
+    );
 }
 
 #[test]

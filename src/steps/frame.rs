@@ -27,8 +27,8 @@ pub(crate) const HANDLED: u8 = 2;
 /// `Rare::in_place`).
 pub(crate) const IN_PLACE: u8 = 4;
 /// The step took a stake in a sync object (`Rare::holds`; set by
-/// `Step::add_hold`, and kept while the frame lives, even once its holds
-/// are given back before its error handler runs). With
+/// `Step::add_hold`, and kept while the frame lives, even once its
+/// waiting holds are dropped before its error handler runs). With
 /// `IN_PLACE`, it marks every frame that may hold a sync object, so a walk
 /// looking for holds skips the frames without either.
 pub(crate) const HOLDS: u8 = 8;
@@ -122,16 +122,18 @@ impl Frame {
         self.extra.as_deref()?.rare_ref()
     }
 
-    /// Gives back the sync stakes of a frame that lives on (its handler is
-    /// about to run), queued ones leaving their queue. Not for a frame
-    /// running its section in place: an engine `sync` step has no handler.
-    pub(crate) fn release_holds(&mut self) {
+    /// Drops the sync stakes not admitted (yet) of a frame that lives on
+    /// (its handler is about to run): a queued one leaves its queue. An
+    /// admitted one stays until the frame ends, so the frame's `stack()`
+    /// values still end before it, as always. Not for a frame running its
+    /// section in place: an engine `sync` step has no handler.
+    pub(crate) fn drop_waiting_holds(&mut self) {
         debug_assert!(
             self.flags & IN_PLACE == 0,
             "an in-place section's frame has no handler"
         );
         if let Some(r) = self.extra.as_deref_mut().and_then(|x| x.rare_mut()) {
-            r.holds.clear();
+            r.holds.retain(|h| h.is_held());
         }
     }
 

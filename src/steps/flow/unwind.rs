@@ -128,10 +128,10 @@ impl Flow {
             self.end_frame(sched, &mut f, !origin);
             if f.flags & HOLDS != 0 {
                 // A step that took sync stakes itself (a direct
-                // `ISync::sync`) failed: its handler runs with none, neither
-                // a lock nor a place in a queue (spec 1.11: released on
-                // error unwinding; a waiter that timed out leaves the queue).
-                f.release_holds();
+                // `ISync::sync`) failed: a place it took in a queue goes
+                // (spec 1.11: a waiter that timed out leaves the queue);
+                // a lock it got stays with the step until it ends.
+                f.drop_waiting_holds();
             }
             f.flags = (f.flags | HANDLED) & !WAIT;
             let st = self.st(sid);
