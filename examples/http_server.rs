@@ -15,10 +15,12 @@
 //!
 //! Ctrl-C (SIGINT) or SIGTERM stops it cleanly (see `echo_server`).
 //!
-//! Limits, on purpose: request bodies are skipped by `Content-Length` up
-//! to 1 MiB (larger ones get 413, chunked ones 400, and the connection
-//! closes), and a request head over 64 KiB gets 431 and the connection
-//! closes.
+//! Limits, on purpose: request bodies are skipped by `Content-Length` up to
+//! 1 MiB (larger ones get 413; a `Transfer-Encoding` gets 501), a request
+//! head over 64 KiB gets 431, and a request that could be framed more than
+//! one way (lengths that differ, whitespace before a colon, a bare CR or
+//! LF, a folded line) gets 400; each of these answers closes the
+//! connection.
 
 #[path = "common/http.rs"]
 mod http;

@@ -1,5 +1,13 @@
 //! The HTTP/1.1 handling of `examples/http_server.rs`, shared with the
 //! network benchmark (whose tokio peer uses the same parser).
+//!
+//! A request is framed one way only (RFC 9112), so that a proxy in front
+//! cannot read it differently: the head is CRLF-delimited lines, every
+//! field line is `name: value` with a token for a name, and the body is
+//! sized by `Content-Length` alone (repeated, it must repeat the same
+//! number). Anything else (a bare CR or LF, a folded line, whitespace
+//! before a colon, a length that is not digits, a `Transfer-Encoding`) is
+//! refused, and a refusal closes the connection after its answer.
 
 use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::{AsyncSteps, TakeOnce};
@@ -10,92 +18,206 @@ const MAX_HEAD: usize = 64 * 1024;
 /// Request bodies are skipped; larger ones than this are refused (413).
 const MAX_BODY: usize = 1 << 20;
 
+/// The status line and body of an answer that refuses a request.
+type Refusal = (&'static str, &'static [u8]);
+
+const BAD_REQUEST: Refusal = ("400 Bad Request", b"bad request\n");
+const BAD_LENGTH: Refusal = ("400 Bad Request", b"bad length\n");
+const TOO_LARGE: Refusal = ("413 Content Too Large", b"body too large\n");
+const HEAD_TOO_LARGE: Refusal = ("431 Request Header Fields Too Large", b"");
+const NO_CODINGS: Refusal = ("501 Not Implemented", b"no transfer codings\n");
+
+/// What a request head asks for.
+struct Request {
+    /// `GET /` or `HEAD /`: the body is there.
+    found: bool,
+    /// `HEAD`: the answer has no body.
+    head_only: bool,
+    /// The request body's length, to skip.
+    body_len: u64,
+    /// The connection stays open after the answer.
+    keep_alive: bool,
+}
+
 /// Answers every complete request at the front of `buf` (removing it),
 /// appending the responses to `out`. Returns true when the connection is
 /// to close after `out` is written.
 pub fn answer(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
-    loop {
-        let Some(end) = find(buf, b"\r\n\r\n") else {
-            if buf.len() > MAX_HEAD {
-                respond(out, "431 Request Header Fields Too Large", b"", false, true);
-                return true;
+    let mut at = 0;
+    let close = loop {
+        // Empty lines before a request line are skipped (RFC 9112 §2.2).
+        while buf[at..].starts_with(b"\r\n") {
+            at += 2;
+        }
+        let rest = &buf[at..];
+        if rest.is_empty() {
+            break false;
+        }
+        let Some(end) = find(rest, b"\r\n\r\n") else {
+            if rest.len() > MAX_HEAD {
+                refuse(out, HEAD_TOO_LARGE);
+                break true;
             }
-            return false; // wait for the rest of the head
+            break false; // wait for the rest of the head
         };
-        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut req = lines.next().unwrap_or("").split(' ');
-        let (method, path, version) = (
-            req.next().unwrap_or(""),
-            req.next().unwrap_or(""),
-            req.next().unwrap_or(""),
-        );
-        if method.is_empty() || path.is_empty() || !version.starts_with("HTTP/1.") {
-            respond(out, "400 Bad Request", b"bad request\n", false, true);
-            return true;
-        }
-        let mut body_len = 0usize;
-        let mut keep_alive = version == "HTTP/1.1";
-        for line in lines {
-            let Some((name, value)) = line.split_once(':') else {
-                continue;
-            };
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                match value.parse() {
-                    Ok(n) => body_len = n,
-                    Err(_) => {
-                        respond(out, "400 Bad Request", b"bad length\n", false, true);
-                        return true;
-                    }
-                }
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                respond(out, "400 Bad Request", b"no chunked bodies\n", false, true);
-                return true;
-            } else if name.eq_ignore_ascii_case("connection") {
-                if value.eq_ignore_ascii_case("close") {
-                    keep_alive = false;
-                } else if value.eq_ignore_ascii_case("keep-alive") {
-                    keep_alive = true;
-                }
+        let req = match parse(&rest[..end]) {
+            Ok(req) => req,
+            Err(refusal) => {
+                refuse(out, refusal);
+                break true;
             }
+        };
+        if req.body_len > MAX_BODY as u64 {
+            refuse(out, TOO_LARGE);
+            break true;
         }
-        if body_len > MAX_BODY {
-            respond(
-                out,
-                "413 Content Too Large",
-                b"body too large\n",
-                false,
-                true,
-            );
-            return true;
+        let total = end + 4 + req.body_len as usize;
+        if rest.len() < total {
+            break false; // the body is not all here yet
         }
-        let total = end + 4 + body_len;
-        if buf.len() < total {
-            return false; // the body is not all here yet
-        }
-        buf.drain(..total);
-        let head_only = method == "HEAD";
-        if (method == "GET" || head_only) && path == "/" {
-            respond(out, "200 OK", BODY, head_only, !keep_alive);
+        at += total;
+        let (status, body) = if req.found {
+            ("200 OK", BODY)
         } else {
-            respond(out, "404 Not Found", b"not found\n", head_only, !keep_alive);
+            ("404 Not Found", &b"not found\n"[..])
+        };
+        respond(out, status, body, req.head_only, !req.keep_alive);
+        if !req.keep_alive {
+            break true;
         }
-        if !keep_alive {
-            return true;
-        }
-    }
+    };
+    buf.drain(..at);
+    close
 }
 
+/// Reads a request head: `head` is the request line and the field lines,
+/// without the CRLF that ends the last line and the empty line.
+fn parse(head: &[u8]) -> Result<Request, Refusal> {
+    if !plain_lines(head) {
+        return Err(BAD_REQUEST);
+    }
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut words = lines.next().unwrap_or(b"").split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(BAD_REQUEST);
+    };
+    let http_1_0 = match version {
+        b"HTTP/1.0" => true,
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', d] if d.is_ascii_digit() => false,
+        _ => return Err(BAD_REQUEST),
+    };
+    if !is_token(method) || target.is_empty() {
+        return Err(BAD_REQUEST);
+    }
+    let (mut length, mut close, mut keep) = (None, false, false);
+    for line in lines {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return Err(BAD_REQUEST);
+        };
+        // A token: no whitespace before the colon, nor a folded line.
+        let name = &line[..colon];
+        if !is_token(name) {
+            return Err(BAD_REQUEST);
+        }
+        let value = &line[colon + 1..];
+        if name.eq_ignore_ascii_case(b"content-length") {
+            // A list of the same number may stand for one (RFC 9110 §8.6).
+            for item in value.split(|&b| b == b',') {
+                let n = decimal(trim(item)).ok_or(BAD_LENGTH)?;
+                if length.is_some_and(|m| m != n) {
+                    return Err(BAD_LENGTH);
+                }
+                length = Some(n);
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            return Err(NO_CODINGS);
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            let value = trim(value);
+            close |= value.eq_ignore_ascii_case(b"close");
+            keep |= value.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+    let head_only = method == b"HEAD";
+    Ok(Request {
+        found: (head_only || method == b"GET") && target == b"/",
+        head_only,
+        body_len: length.unwrap_or(0),
+        keep_alive: !close && (keep || !http_1_0),
+    })
+}
+
+/// True when every CR in `head` starts a CRLF, every LF ends one, and no
+/// other control character but HTAB is there.
+fn plain_lines(head: &[u8]) -> bool {
+    let mut cr = false; // the byte before was a CR
+    for &b in head {
+        if cr != (b == b'\n') || (b < b' ' && !matches!(b, b'\t' | b'\r' | b'\n')) || b == 0x7f {
+            return false;
+        }
+        cr = b == b'\r';
+    }
+    !cr
+}
+
+/// A non-empty run of token characters (RFC 9110 §5.6.2).
+fn is_token(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// `s` without the spaces and tabs around it.
+fn trim(s: &[u8]) -> &[u8] {
+    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = s.iter().position(|b| !is_ows(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i + 1);
+    &s[start..end]
+}
+
+/// A number of one or more decimal digits; `None` for anything else or
+/// for one over `u64::MAX`.
+fn decimal(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |n, &b| {
+        let digit = b.checked_sub(b'0').filter(|d| *d <= 9)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+/// Appends the answer of a refusal, which closes the connection.
+fn refuse(out: &mut Vec<u8>, (status, body): Refusal) {
+    respond(out, status, body, false, true);
+}
+
+/// Appends an answer with `body` (only its length when `head_only`).
 fn respond(out: &mut Vec<u8>, status: &str, body: &[u8], head_only: bool, close: bool) {
-    let conn = if close { "close" } else { "keep-alive" };
-    out.extend_from_slice(
-        format!(
-            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: {conn}\r\n\r\n",
-            body.len()
-        )
-        .as_bytes(),
-    );
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_bytes());
+    out.extend_from_slice(b"\r\nContent-Type: text/plain\r\nContent-Length: ");
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = body.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+    let conn: &[u8] = if close {
+        b"\r\nConnection: close\r\n\r\n"
+    } else {
+        b"\r\nConnection: keep-alive\r\n\r\n"
+    };
+    out.extend_from_slice(conn);
     if !head_only {
         out.extend_from_slice(body);
     }

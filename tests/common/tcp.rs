@@ -1,4 +1,5 @@
 //! Loopback connections for the I/O tests (`tests/io.rs`, `tests/net.rs`).
+#![allow(dead_code)] // each including test uses a part of it
 
 use futoin_asyncsteps::{AsyncSteps, StackRef, Step, StepResult, TakeOnce};
 use mio::net::TcpStream;

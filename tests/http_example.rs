@@ -1,0 +1,199 @@
+//! The HTTP example's request handling (`examples/common/http.rs`):
+//! framing that a proxy in front could not read another way (one
+//! Content-Length, no whitespace before a colon, no Transfer-Encoding,
+//! no bare CR or LF), and pipelined requests on a loopback socket.
+
+#[path = "../examples/common/http.rs"]
+mod http;
+#[path = "../examples/common/serve.rs"]
+mod serve;
+#[path = "common/tcp.rs"]
+mod tcp;
+
+use futoin_asyncsteps::AsyncTool;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+
+const OK: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 29\r\n\
+    Connection: keep-alive\r\n\r\nHello from futoin-asyncsteps\n";
+const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n\
+    Content-Length: 10\r\nConnection: keep-alive\r\n\r\nnot found\n";
+const BAD_REQUEST: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+    Content-Length: 12\r\nConnection: close\r\n\r\nbad request\n";
+const BAD_LENGTH: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+    Content-Length: 11\r\nConnection: close\r\n\r\nbad length\n";
+const TOO_LARGE: &str = "HTTP/1.1 413 Content Too Large\r\nContent-Type: text/plain\r\n\
+    Content-Length: 15\r\nConnection: close\r\n\r\nbody too large\n";
+const NOT_IMPLEMENTED: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n\
+    Content-Length: 20\r\nConnection: close\r\n\r\nno transfer codings\n";
+
+/// What the example answers to `request` arriving whole: whether the
+/// connection closes after the answers, and their text.
+fn answer(request: &[u8]) -> (bool, String) {
+    let (close, text, _) = answer_leaving(request);
+    (close, text)
+}
+
+/// [`answer`], and the bytes it leaves unanswered in the buffer.
+fn answer_leaving(request: &[u8]) -> (bool, String, Vec<u8>) {
+    let mut buf = request.to_vec();
+    let mut out = Vec::new();
+    let close = http::answer(&mut buf, &mut out);
+    (close, String::from_utf8(out).unwrap(), buf)
+}
+
+// -- framing (RFC 9112 §5, §6) --
+
+#[test]
+fn differing_content_lengths_are_refused_not_smuggled() {
+    // Read with the first length, the body is a second request.
+    let smuggled = "GET /admin HTTP/1.1\r\n\r\n";
+    for lengths in [
+        format!("Content-Length: {}\r\nContent-Length: 0", smuggled.len()),
+        format!("Content-Length: 0\r\nContent-Length: {}", smuggled.len()),
+        format!("Content-Length: {}, 0", smuggled.len()),
+    ] {
+        let req = format!("POST / HTTP/1.1\r\nHost: x\r\n{lengths}\r\n\r\n{smuggled}");
+        let (close, text, left) = answer_leaving(req.as_bytes());
+        assert_eq!((close, text.as_str()), (true, BAD_LENGTH), "{lengths}");
+        assert_eq!(left, req.as_bytes(), "the refused request stays unanswered");
+    }
+}
+
+#[test]
+fn identical_content_lengths_are_one_length() {
+    for lengths in [
+        "Content-Length: 5\r\nContent-Length: 5",
+        "Content-Length: 5, 5",
+        "Content-Length:5 ,\t5",
+    ] {
+        let req = format!("GET / HTTP/1.1\r\n{lengths}\r\n\r\nhelloGET /x HTTP/1.1\r\n\r\n");
+        assert_eq!(
+            answer(req.as_bytes()),
+            (false, format!("{OK}{NOT_FOUND}")),
+            "{lengths}"
+        );
+    }
+}
+
+#[test]
+fn whitespace_before_the_colon_is_refused() {
+    for name in ["Content-Length :", "Content-Length\t:", " Content-Length:"] {
+        let req =
+            format!("POST / HTTP/1.1\r\nHost: x\r\n{name} 23\r\n\r\nGET /admin HTTP/1.1\r\n\r\n");
+        assert_eq!(
+            answer(req.as_bytes()),
+            (true, BAD_REQUEST.into()),
+            "{name:?}"
+        );
+    }
+}
+
+#[test]
+fn a_content_length_that_is_not_a_number_or_overflows_is_refused() {
+    for value in [
+        "+5",
+        "-1",
+        "5x",
+        "0x10",
+        "1 2",
+        "",
+        ",",
+        "5,",
+        "18446744073709551616",
+        "99999999999999999999999999",
+    ] {
+        let req = format!("POST / HTTP/1.1\r\nContent-Length: {value}\r\n\r\nhello");
+        assert_eq!(
+            answer(req.as_bytes()),
+            (true, BAD_LENGTH.into()),
+            "{value:?}"
+        );
+    }
+    // A length that fits but is over the limit is too large, not bad.
+    let req = b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n";
+    assert_eq!(answer(req), (true, TOO_LARGE.into()));
+}
+
+#[test]
+fn a_transfer_encoding_is_not_implemented_and_closes() {
+    for fields in [
+        "Transfer-Encoding: chunked",
+        "transfer-encoding: gzip, chunked",
+        "Content-Length: 3\r\nTransfer-Encoding: chunked",
+        "Transfer-Encoding: chunked\r\nContent-Length: 3",
+    ] {
+        let req = format!("POST / HTTP/1.1\r\n{fields}\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        let (close, text, left) = answer_leaving(req.as_bytes());
+        assert_eq!((close, text.as_str()), (true, NOT_IMPLEMENTED), "{fields}");
+        assert_eq!(left, req.as_bytes());
+    }
+}
+
+#[test]
+fn malformed_lines_in_the_head_are_refused() {
+    for head in [
+        "GET / HTTP/1.1\r\nno colon here",
+        "GET / HTTP/1.1\r\n: no name",
+        "GET / HTTP/1.1\r\nX-A: 1\r\n folded: into X-A",
+        "GET / HTTP/1.1\r\nX-A: 1\nContent-Length: 5",
+        "GET / HTTP/1.1\r\nX-A: 1\rContent-Length: 5",
+        "GET / HTTP/1.1\r\nX-A: a\0b",
+        "GET / HTTP/1.1\r\nX(A): 1",
+        "GET /  HTTP/1.1",
+        "GET / HTTP/1.1 extra",
+        "GET / HTTP/2.0",
+        " GET / HTTP/1.1",
+    ] {
+        let req = format!("{head}\r\n\r\n");
+        assert_eq!(
+            answer(req.as_bytes()),
+            (true, BAD_REQUEST.into()),
+            "{head:?}"
+        );
+    }
+}
+
+#[test]
+fn empty_lines_before_a_request_are_skipped() {
+    let req = b"GET / HTTP/1.1\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n\r\n";
+    assert_eq!(
+        answer_leaving(req),
+        (false, format!("{OK}{OK}"), Vec::new())
+    );
+}
+
+// -- the connection flow on loopback sockets --
+
+/// Serves one connection with the example's flow on this thread while a
+/// client thread sends `request`, closes its writing half and reads until
+/// the end. Returns the client's write result and read result, and what
+/// it read.
+fn exchange(request: Vec<u8>) -> (io::Result<()>, io::Result<usize>, String) {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = tcp::pair();
+    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    let peer = std::thread::spawn(move || {
+        let sent = client
+            .write_all(&request)
+            .and_then(|()| client.shutdown(Shutdown::Write));
+        let mut got = Vec::new();
+        let read = client.read_to_end(&mut got);
+        (sent, read, got)
+    });
+    tool.block_on(p).unwrap();
+    let (sent, read, got) = peer.join().unwrap();
+    let st = tool.stats();
+    assert_eq!((st.io, st.flows, st.timers), (0, 0, 0), "{st:?}");
+    (sent, read, String::from_utf8(got).unwrap())
+}
+
+#[test]
+fn pipelined_requests_are_answered_until_the_client_closes() {
+    let (sent, read, text) =
+        exchange(b"GET / HTTP/1.1\r\n\r\nHEAD /x HTTP/1.1\r\n\r\nGET /".to_vec());
+    sent.unwrap();
+    read.unwrap();
+    let head_404 = &NOT_FOUND[..NOT_FOUND.len() - "not found\n".len()];
+    assert_eq!(text, format!("{OK}{head_404}"));
+}
