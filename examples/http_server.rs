@@ -21,6 +21,10 @@
 //! one way (lengths that differ, whitespace before a colon, a bare CR or
 //! LF, a folded line) gets 400; each of these answers closes the
 //! connection.
+//!
+//! `Connection: close` anywhere in the header's list closes after the
+//! answer; an HTTP/1.0 request keeps the connection when the list has
+//! `keep-alive`.
 
 #[path = "common/http.rs"]
 mod http;

@@ -1,7 +1,8 @@
 //! The HTTP example's request handling (`examples/common/http.rs`):
 //! framing that a proxy in front could not read another way (one
 //! Content-Length, no whitespace before a colon, no Transfer-Encoding,
-//! no bare CR or LF), and pipelined requests on a loopback socket.
+//! no bare CR or LF), the `Connection` token list, and pipelined requests
+//! on a loopback socket.
 
 #[path = "../examples/common/http.rs"]
 mod http;
@@ -16,6 +17,8 @@ use std::net::Shutdown;
 
 const OK: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 29\r\n\
     Connection: keep-alive\r\n\r\nHello from futoin-asyncsteps\n";
+const OK_CLOSE: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 29\r\n\
+    Connection: close\r\n\r\nHello from futoin-asyncsteps\n";
 const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n\
     Content-Length: 10\r\nConnection: keep-alive\r\n\r\nnot found\n";
 const BAD_REQUEST: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
@@ -161,6 +164,44 @@ fn empty_lines_before_a_request_are_skipped() {
         answer_leaving(req),
         (false, format!("{OK}{OK}"), Vec::new())
     );
+}
+
+// -- Connection (RFC 9110 §7.6.1, RFC 9112 §9.3) --
+
+#[test]
+fn close_anywhere_in_the_connection_list_closes() {
+    for fields in [
+        "Connection: TE, close",
+        "Connection: close,TE",
+        "Connection: Upgrade ,\tCLOSE ",
+        "Connection: keep-alive\r\nConnection: Close",
+        "Connection: keep-alive, close",
+    ] {
+        let req = format!("GET / HTTP/1.1\r\nHost: x\r\n{fields}\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+        let (close, text, left) = answer_leaving(req.as_bytes());
+        assert_eq!((close, text.as_str()), (true, OK_CLOSE), "{fields}");
+        assert_eq!(
+            left, b"GET / HTTP/1.1\r\n\r\n",
+            "nothing after the close is answered"
+        );
+    }
+    // A token that only contains "close" is another token.
+    let req = b"GET / HTTP/1.1\r\nConnection: closed, x-close\r\n\r\n";
+    assert_eq!(answer(req), (false, OK.into()));
+}
+
+#[test]
+fn http_1_0_keeps_the_connection_for_a_keep_alive_token() {
+    for (fields, close) in [
+        ("", true),
+        ("Connection: keep-alive\r\n", false),
+        ("Connection: TE, Keep-Alive\r\n", false),
+        ("Connection: keep-alive, close\r\n", true),
+    ] {
+        let req = format!("GET / HTTP/1.0\r\n{fields}\r\n");
+        let expect = if close { OK_CLOSE } else { OK };
+        assert_eq!(answer(req.as_bytes()), (close, expect.into()), "{fields:?}");
+    }
 }
 
 // -- the connection flow on loopback sockets --

@@ -136,9 +136,10 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             return Err(NO_CODINGS);
         } else if name.eq_ignore_ascii_case(b"connection") {
-            let value = trim(value);
-            close |= value.eq_ignore_ascii_case(b"close");
-            keep |= value.eq_ignore_ascii_case(b"keep-alive");
+            for option in value.split(|&b| b == b',').map(trim) {
+                close |= option.eq_ignore_ascii_case(b"close");
+                keep |= option.eq_ignore_ascii_case(b"keep-alive");
+            }
         }
     }
     let head_only = method == b"HEAD";
