@@ -17,10 +17,10 @@
 //!
 //! Limits, on purpose: request bodies are skipped by `Content-Length` up to
 //! 1 MiB (larger ones get 413; a `Transfer-Encoding` gets 501), a request
-//! head over 64 KiB gets 431, and a request that could be framed more than
-//! one way (lengths that differ, whitespace before a colon, a bare CR or
-//! LF, a folded line) gets 400; each of these answers closes the
-//! connection.
+//! head over 64 KiB gets 431 whether or not all of it has arrived, and a
+//! request that could be framed more than one way (lengths that differ,
+//! whitespace before a colon, a bare CR or LF, a folded line) gets 400;
+//! each of these answers closes the connection.
 //!
 //! `Connection: close` anywhere in the header's list closes after the
 //! answer; an HTTP/1.0 request keeps the connection when the list has

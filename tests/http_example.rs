@@ -1,8 +1,9 @@
 //! The HTTP example's request handling (`examples/common/http.rs`):
 //! framing that a proxy in front could not read another way (one
 //! Content-Length, no whitespace before a colon, no Transfer-Encoding,
-//! no bare CR or LF), the `Connection` token list, and pipelined requests
-//! on a loopback socket.
+//! no bare CR or LF), the `Connection` token list, the 64 KiB head limit
+//! whether or not the head is complete, and pipelined requests on a
+//! loopback socket.
 
 #[path = "../examples/common/http.rs"]
 mod http;
@@ -27,8 +28,13 @@ const BAD_LENGTH: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r
     Content-Length: 11\r\nConnection: close\r\n\r\nbad length\n";
 const TOO_LARGE: &str = "HTTP/1.1 413 Content Too Large\r\nContent-Type: text/plain\r\n\
     Content-Length: 15\r\nConnection: close\r\n\r\nbody too large\n";
+const HEAD_TOO_LARGE: &str = "HTTP/1.1 431 Request Header Fields Too Large\r\n\
+    Content-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 const NOT_IMPLEMENTED: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n\
     Content-Length: 20\r\nConnection: close\r\n\r\nno transfer codings\n";
+
+/// The documented limits (`examples/http_server.rs`).
+const MAX_HEAD: usize = 64 * 1024;
 
 /// What the example answers to `request` arriving whole: whether the
 /// connection closes after the answers, and their text.
@@ -202,6 +208,48 @@ fn http_1_0_keeps_the_connection_for_a_keep_alive_token() {
         let expect = if close { OK_CLOSE } else { OK };
         assert_eq!(answer(req.as_bytes()), (close, expect.into()), "{fields:?}");
     }
+}
+
+// -- the head limit --
+
+/// A `GET /` head of exactly `len` bytes, its empty line included.
+fn head_of(len: usize) -> Vec<u8> {
+    let start = b"GET / HTTP/1.1\r\nX-Pad: ";
+    let end = b"\r\n\r\n";
+    let mut head = start.to_vec();
+    head.resize(len - end.len(), b'p');
+    head.extend_from_slice(end);
+    head
+}
+
+#[test]
+fn a_complete_head_over_the_limit_gets_431() {
+    let (close, text, left) = answer_leaving(&head_of(100 * 1024));
+    assert_eq!((close, text.as_str()), (true, HEAD_TOO_LARGE));
+    assert_eq!(left.len(), 100 * 1024);
+    assert_eq!(
+        answer(&head_of(MAX_HEAD + 1)),
+        (true, HEAD_TOO_LARGE.into())
+    );
+    assert_eq!(
+        answer(&head_of(MAX_HEAD)),
+        (false, OK.into()),
+        "at the limit"
+    );
+}
+
+#[test]
+fn an_incomplete_head_gets_431_once_it_reaches_the_limit() {
+    let head = head_of(MAX_HEAD + 1);
+    assert_eq!(answer(&head[..MAX_HEAD - 1]), (false, String::new()));
+    assert_eq!(answer(&head[..MAX_HEAD]), (true, HEAD_TOO_LARGE.into()));
+    // After an answered request, the limit counts from the next head.
+    let mut two = head_of(MAX_HEAD);
+    two.extend_from_slice(&head[..MAX_HEAD - 1]);
+    assert_eq!(
+        answer_leaving(&two),
+        (false, OK.into(), head[..MAX_HEAD - 1].to_vec())
+    );
 }
 
 // -- the connection flow on loopback sockets --

@@ -2,18 +2,22 @@
 //! network benchmark (whose tokio peer uses the same parser).
 //!
 //! A request is framed one way only (RFC 9112), so that a proxy in front
-//! cannot read it differently: the head is CRLF-delimited lines, every
-//! field line is `name: value` with a token for a name, and the body is
-//! sized by `Content-Length` alone (repeated, it must repeat the same
-//! number). Anything else (a bare CR or LF, a folded line, whitespace
-//! before a colon, a length that is not digits, a `Transfer-Encoding`) is
-//! refused, and a refusal closes the connection after its answer.
+//! cannot read it differently: the head is CRLF-delimited lines of at
+//! most [`MAX_HEAD`] bytes in all, every field line is `name: value` with
+//! a token for a name, and the body is sized by `Content-Length` alone
+//! (repeated, it must repeat the same number). Anything else (a bare CR
+//! or LF, a folded line, whitespace before a colon, a length that is not
+//! digits, a `Transfer-Encoding`) is refused, and a refusal closes the
+//! connection after its answer.
 
 use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::{AsyncSteps, TakeOnce};
 use mio::net::TcpStream;
 
 const BODY: &[u8] = b"Hello from futoin-asyncsteps\n";
+/// The largest request head, counting its request line, its field lines
+/// and the empty line that ends it; a larger one is refused (431),
+/// whether or not all of it has arrived.
 const MAX_HEAD: usize = 64 * 1024;
 /// Request bodies are skipped; larger ones than this are refused (413).
 const MAX_BODY: usize = 1 << 20;
@@ -53,8 +57,8 @@ pub fn answer(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
         if rest.is_empty() {
             break false;
         }
-        let Some(end) = find(rest, b"\r\n\r\n") else {
-            if rest.len() > MAX_HEAD {
+        let Some(end) = find(&rest[..rest.len().min(MAX_HEAD)], b"\r\n\r\n") else {
+            if rest.len() >= MAX_HEAD {
                 refuse(out, HEAD_TOO_LARGE);
                 break true;
             }
