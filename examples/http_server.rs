@@ -19,8 +19,11 @@
 //! 1 MiB (larger ones get 413; a `Transfer-Encoding` gets 501), a request
 //! head over 64 KiB gets 431 whether or not all of it has arrived, and a
 //! request that could be framed more than one way (lengths that differ,
-//! whitespace before a colon, a bare CR or LF, a folded line) gets 400;
-//! each of these answers closes the connection.
+//! whitespace before a colon, a bare CR or LF, a folded line) gets 400.
+//! Each of these answers closes the connection in stages (RFC 9112 §9.6):
+//! the server shuts down its writing half, then reads and drops what the
+//! client still sends for up to a second or 4 MiB, so that the client reads
+//! the answer instead of a reset.
 //!
 //! `Connection: close` anywhere in the header's list closes after the
 //! answer; an HTTP/1.0 request keeps the connection when the list has

@@ -2,8 +2,9 @@
 //! framing that a proxy in front could not read another way (one
 //! Content-Length, no whitespace before a colon, no Transfer-Encoding,
 //! no bare CR or LF), the `Connection` token list, the 64 KiB head limit
-//! whether or not the head is complete, and pipelined requests on a
-//! loopback socket.
+//! whether or not the head is complete, and, on real loopback sockets,
+//! the close after a refusal: the client reads the whole answer and then
+//! the end of the stream, not a reset, and the close stays bounded.
 
 #[path = "../examples/common/http.rs"]
 mod http;
@@ -12,9 +13,10 @@ mod serve;
 #[path = "common/tcp.rs"]
 mod tcp;
 
-use futoin_asyncsteps::AsyncTool;
+use futoin_asyncsteps::{AsyncTool, Promise};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::time::{Duration, Instant};
 
 const OK: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 29\r\n\
     Connection: keep-alive\r\n\r\nHello from futoin-asyncsteps\n";
@@ -35,6 +37,7 @@ const NOT_IMPLEMENTED: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: tex
 
 /// The documented limits (`examples/http_server.rs`).
 const MAX_HEAD: usize = 64 * 1024;
+const MAX_BODY: usize = 1 << 20;
 
 /// What the example answers to `request` arriving whole: whether the
 /// connection closes after the answers, and their text.
@@ -285,4 +288,114 @@ fn pipelined_requests_are_answered_until_the_client_closes() {
     read.unwrap();
     let head_404 = &NOT_FOUND[..NOT_FOUND.len() - "not found\n".len()];
     assert_eq!(text, format!("{OK}{head_404}"));
+}
+
+#[test]
+fn a_client_sending_a_body_too_large_reads_the_413_then_the_end() {
+    let mut request = format!(
+        "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        MAX_BODY + 1
+    )
+    .into_bytes();
+    request.resize(request.len() + MAX_BODY + 1, b'x');
+    let (sent, read, text) = exchange(request);
+    sent.expect("the server reads the refused body instead of resetting");
+    read.expect("the answer, then the end of the stream, not a reset");
+    assert_eq!(text, TOO_LARGE);
+}
+
+#[test]
+fn a_client_sending_a_head_too_large_reads_the_431_then_the_end() {
+    let (sent, read, text) = exchange(head_of(512 * 1024));
+    sent.expect("the server reads the rest of the head instead of resetting");
+    read.expect("the answer, then the end of the stream, not a reset");
+    assert_eq!(text, HEAD_TOO_LARGE);
+}
+
+#[test]
+fn a_bad_request_among_pipelined_ones_is_answered_in_order_then_closes() {
+    let mut request = b"GET / HTTP/1.1\r\n\r\nBAD\r\n\r\n".to_vec();
+    request.resize(request.len() + 256 * 1024, b'x'); // still arriving
+    let (sent, read, text) = exchange(request);
+    sent.unwrap();
+    read.unwrap();
+    assert_eq!(text, format!("{OK}{BAD_REQUEST}"));
+}
+
+/// Runs the example's flow until it ends, failing after `limit`.
+fn run_within(tool: &mut AsyncTool, p: &Promise<()>, limit: Duration) {
+    let start = Instant::now();
+    while !p.is_done() {
+        assert!(
+            start.elapsed() < limit,
+            "the flow still runs after {limit:?}"
+        );
+        tool.iterate(Some(Duration::from_millis(50))).unwrap();
+    }
+}
+
+#[test]
+fn a_refused_client_that_neither_sends_nor_closes_is_let_go() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = tcp::pair();
+    client
+        .write_all(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n")
+        .unwrap();
+    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    run_within(&mut tool, &p, Duration::from_secs(30));
+    let mut got = String::new();
+    client.read_to_string(&mut got).unwrap();
+    assert_eq!(got, BAD_LENGTH);
+    let st = tool.stats();
+    assert_eq!((st.io, st.flows, st.timers), (0, 0, 0), "{st:?}");
+}
+
+#[test]
+fn a_refused_client_that_keeps_sending_is_cut_off() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = tcp::pair();
+    client
+        .write_all(b"POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n")
+        .unwrap();
+    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    let mut sender = client.try_clone().unwrap();
+    let flood = std::thread::spawn(move || {
+        let chunk = [b'x'; 64 * 1024];
+        loop {
+            if let Err(e) = sender.write_all(&chunk) {
+                return e; // the server closed with the flood unread
+            }
+        }
+    });
+    run_within(&mut tool, &p, Duration::from_secs(30));
+    let e = flood.join().unwrap();
+    assert!(
+        matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_close_the_client_asked_for_does_not_linger() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = tcp::pair();
+    client
+        .write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    // The request is there already: the flow ends without waiting for
+    // the client (who neither sends nor closes) or a timer.
+    for _ in 0..1000 {
+        if p.is_done() {
+            break;
+        }
+        tool.iterate(Some(Duration::ZERO)).unwrap();
+    }
+    assert!(p.is_done(), "the flow waits after a clean close");
+    let mut got = String::new();
+    client.read_to_string(&mut got).unwrap();
+    assert_eq!(got, OK_CLOSE);
 }

@@ -8,11 +8,17 @@
 //! (repeated, it must repeat the same number). Anything else (a bare CR
 //! or LF, a folded line, whitespace before a colon, a length that is not
 //! digits, a `Transfer-Encoding`) is refused, and a refusal closes the
-//! connection after its answer.
+//! connection after its answer, in stages ([`linger`]).
 
 use futoin_asyncsteps::io::net::{self, Then};
-use futoin_asyncsteps::{AsyncSteps, TakeOnce};
+use futoin_asyncsteps::io::Interest;
+use futoin_asyncsteps::{codes, AsyncSteps, StackRef, Step, TakeOnce};
 use mio::net::TcpStream;
+use std::cell::Cell;
+use std::io::{ErrorKind, Read};
+use std::net::Shutdown;
+use std::rc::Rc;
+use std::time::Duration;
 
 const BODY: &[u8] = b"Hello from futoin-asyncsteps\n";
 /// The largest request head, counting its request line, its field lines
@@ -21,6 +27,12 @@ const BODY: &[u8] = b"Hello from futoin-asyncsteps\n";
 const MAX_HEAD: usize = 64 * 1024;
 /// Request bodies are skipped; larger ones than this are refused (413).
 const MAX_BODY: usize = 1 << 20;
+/// How long a connection closing with input unanswered reads what the
+/// client still sends before it closes ([`linger`]).
+const LINGER: Duration = Duration::from_secs(1);
+/// How much of that it reads at most: a refused body up to a few times
+/// the limit, so that its client still reads the answer.
+const LINGER_BYTES: usize = 4 * MAX_BODY;
 
 /// The status line and body of an answer that refuses a request.
 type Refusal = (&'static str, &'static [u8]);
@@ -45,7 +57,10 @@ struct Request {
 
 /// Answers every complete request at the front of `buf` (removing it),
 /// appending the responses to `out`. Returns true when the connection is
-/// to close after `out` is written.
+/// to close after `out` is written. A refused request is answered and
+/// stays in `buf`, as does anything after a request that closes: what is
+/// left in `buf` then is input that the client may still be sending the
+/// rest of.
 pub fn answer(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
     let mut at = 0;
     let close = loop {
@@ -233,23 +248,77 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// One connection: answer every complete request that has arrived, write
-/// the responses, read more (one step per request: `serve_stream`).
+/// the responses, read more (one step per request: `serve_stream`). When
+/// it closes with input unanswered (a refusal, or requests after one
+/// that closes), it closes in stages ([`linger`]).
 pub fn connection(conn: TcpStream) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
     root.add_catch(
         move |s, ()| {
             let c = s.stack(conn.take()?);
-            net::serve_stream(s, c, 16 * 1024, |input, output| {
+            // Whether it closes with input unanswered.
+            let unanswered = Rc::new(Cell::new(false));
+            let closing_with = unanswered.clone();
+            net::serve_stream(s, c, 16 * 1024, move |input, output| {
                 Ok(if answer(input, output) {
+                    closing_with.set(!input.is_empty());
                     Then::Close
                 } else {
                     Then::Read
                 })
+            });
+            s.add(move |s, ()| {
+                if unanswered.get() {
+                    linger(s, c);
+                }
+                Ok(())
             });
             Ok(())
         },
         crate::serve::end_quietly_on_comm_error,
     );
     root
+}
+
+/// Closes `conn`, whose client may still be sending, in stages (RFC 9112
+/// §9.6): shuts down the writing half, so that the client reads the
+/// answers written and then the end of the stream, then reads and drops
+/// what the client sends until it closes its half, [`LINGER_BYTES`] came
+/// or [`LINGER`] passed. Closing at once with input unread would make the
+/// kernel reset the connection, and the client could lose the answer
+/// before reading it. The socket closes when the step owning it ends.
+fn linger(s: &mut Step<'_>, conn: StackRef<TcpStream>) {
+    s.add_catch(
+        move |s, ()| {
+            if s.stack_get(conn)?.shutdown(Shutdown::Write).is_err() {
+                return s.success(()); // the connection is gone already
+            }
+            s.set_timeout(LINGER);
+            let mut left = LINGER_BYTES;
+            s.loop_(move |s| {
+                let c = s.stack_get(conn)?;
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    match c.read(&mut buf) {
+                        Ok(n) if n > 0 && n < left => left -= n,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            return s.wait_io(conn, Interest::READABLE)
+                        }
+                        // The end of the stream, the cap, or a reset.
+                        _ => return s.break_loop(),
+                    }
+                }
+            });
+            Ok(())
+        },
+        |s, e| {
+            if e.code() == codes::TIMEOUT {
+                s.success(())
+            } else {
+                Ok(())
+            }
+        },
+    );
 }

@@ -419,7 +419,10 @@ pub enum Then {
     /// Write the output, then read more.
     Read,
     /// Write the output, then end: the calling step succeeds (the stream
-    /// stays open on the stack until the step that owns it ends).
+    /// stays open on the stack until the step that owns it ends). A peer
+    /// that may still be sending (a refused request) is best drained by a
+    /// later step, after shutting down the writing half: a socket closed
+    /// with input unread sends a reset, and the peer may lose the output.
     Close,
 }
 
