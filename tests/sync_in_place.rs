@@ -612,6 +612,41 @@ fn interleaving_and_step_references_match_the_general_path() {
     same!(interleaving, limiter(3));
 }
 
+/// Runs what is ready, then advances a second at a time, `secs - 1`
+/// times, logging "at t s" before each; then the flows' results and the
+/// log.
+fn second_by_second(
+    tool: &mut TestTool,
+    r: &Recorder,
+    ps: Vec<Promise<()>>,
+    secs: u64,
+) -> Vec<String> {
+    for t in 0..secs {
+        r.push(format!("at {t} s"));
+        if t == 0 {
+            tool.run_all_ready();
+        } else {
+            tool.advance(Duration::from_secs(1));
+        }
+    }
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+    r.get()
+}
+
+/// A Limiter letting two flows in at once (eight more may wait) and
+/// `rate` a second (eight more may wait for it).
+fn out_of_rate(rate: u32) -> Limiter {
+    Limiter::new(LimiterOptions {
+        concurrent: 2,
+        max_queue: 8,
+        rate,
+        period: Duration::from_secs(1),
+        burst: 8,
+    })
+}
+
 /// Three flows, two sections each, through a Limiter that lets two in at
 /// once and two per second: a flow that finds the Mutex free but the
 /// rate used up waits for the next period holding its Mutex slot.
@@ -638,31 +673,12 @@ fn rate_limited<S: Obj>(o: S) -> Vec<String> {
         });
         ps.push(root.promise::<()>(&mut tool));
     }
-    for t in 0..4 {
-        r.push(format!("at {t} s"));
-        if t == 0 {
-            tool.run_all_ready();
-        } else {
-            tool.advance(Duration::from_secs(1));
-        }
-    }
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
-    r.get()
+    second_by_second(&mut tool, &r, ps, 4)
 }
 
 #[test]
 fn a_limiter_out_of_rate_matches_the_general_path() {
-    let limiter = || {
-        Limiter::new(LimiterOptions {
-            concurrent: 2,
-            max_queue: 8,
-            rate: 2,
-            period: Duration::from_secs(1),
-            burst: 8,
-        })
-    };
+    let limiter = || out_of_rate(2);
     assert_eq!(
         same!(rate_limited, limiter()),
         [
@@ -719,31 +735,12 @@ fn reentry_and_stack<S: Obj>(o: S) -> Vec<String> {
         );
         ps.push(root.promise::<()>(&mut tool));
     }
-    for t in 0..3 {
-        r.push(format!("at {t} s"));
-        if t == 0 {
-            tool.run_all_ready();
-        } else {
-            tool.advance(Duration::from_secs(1));
-        }
-    }
-    for p in ps {
-        tool.block_on(p).unwrap();
-    }
-    r.get()
+    second_by_second(&mut tool, &r, ps, 3)
 }
 
 #[test]
 fn a_limiter_out_of_rate_is_reentered_and_named_as_on_the_general_path() {
-    let limiter = || {
-        Limiter::new(LimiterOptions {
-            concurrent: 2,
-            max_queue: 8,
-            rate: 1,
-            period: Duration::from_secs(1),
-            burst: 8,
-        })
-    };
+    let limiter = || out_of_rate(1);
     let log = same!(reentry_and_stack, limiter());
     let lines: Vec<&str> = log.iter().map(|l| l.split(" [").next().unwrap()).collect();
     assert_eq!(
