@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::steps::parallel::Parallel;
 use crate::steps::result::ExternalHandle;
 use crate::steps::step::Step;
-use crate::tool::scheduler::TaskHandle;
+use crate::tool::scheduler::{TaskHandle, TaskKey};
 use slotmap::{Key, KeyData};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -390,7 +390,7 @@ fn to_handle(s: &mut Step<'_>, t: TaskHandle) -> FutoInHandle {
     FutoInHandle {
         data1: Arc::as_ptr(&s.sched.shared) as *mut c_void,
         data2: std::ptr::null_mut(),
-        data3: t.data().as_ffi() as isize,
+        data3: t.key().data().as_ffi() as isize,
     }
 }
 
@@ -399,8 +399,10 @@ fn to_handle(s: &mut Step<'_>, t: TaskHandle) -> FutoInHandle {
 unsafe fn from_handle(s: &mut Step<'_>, h: *mut FutoInHandle) -> Option<TaskHandle> {
     // SAFETY: caller's contract.
     let h = unsafe { h.as_ref() }?;
-    std::ptr::eq(h.data1, Arc::as_ptr(&s.sched.shared) as *const c_void)
-        .then(|| TaskHandle::from(KeyData::from_ffi(h.data3 as u64)))
+    std::ptr::eq(h.data1, Arc::as_ptr(&s.sched.shared) as *const c_void).then(|| {
+        s.sched
+            .handle_of(TaskKey::from(KeyData::from_ffi(h.data3 as u64)))
+    })
 }
 
 fn schedule(

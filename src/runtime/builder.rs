@@ -163,10 +163,12 @@ impl Builder {
         self
     }
 
-    /// Starts the loops. Fails when the loop count is out of range, a
-    /// thread cannot be spawned, or a loop's poll instance cannot be
-    /// created; loops started so far are stopped and joined first.
+    /// Starts the loops. Fails when the loop count is out of range, the
+    /// thread name holds a NUL byte, a thread cannot be spawned, or a
+    /// loop's poll instance cannot be created; loops started so far are
+    /// stopped and joined first.
     pub fn build(self) -> io::Result<Runtime> {
+        super::check_thread_name(&self.name)?;
         let n = match self.loops {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -14,6 +14,7 @@ use crossbeam_deque::{Injector, Stealer, Worker};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -128,6 +129,10 @@ pub(crate) struct LoopRef {
     pub stealer: Stealer<Job>,
     pub pin: PinStatus,
     pub counters: Counters,
+    /// The loop's thread ended before the runtime's shutdown (an I/O error
+    /// of its poll, or a panic that escaped it): no flow is placed on it
+    /// any more, and one pushed meanwhile is answered (see `closed_after_push`).
+    pub dead: AtomicBool,
 }
 
 /// The runtime state every loop and handle shares.
@@ -200,7 +205,7 @@ impl Core {
             self.loops[i].queue.push(job);
             i
         });
-        if self.closed_after_push() {
+        if self.closed_after_push(placed) {
             return;
         }
         match (local, placed) {
@@ -228,29 +233,43 @@ impl Core {
         };
         let i = (0..n)
             .map(|k| (start + k) % n)
+            .filter(|&i| !self.loops[i].dead.load(Ordering::Relaxed))
             .min_by_key(|&i| load(i))
             .unwrap_or(start);
         self.loops[i].queue.push(job);
-        if !self.closed_after_push() {
+        if !self.closed_after_push(Some(i)) {
             self.loops[i].shared.wake_if_sleeping();
         }
     }
 
-    /// After a job was pushed: true when the runtime is closing, in which
-    /// case the loops' queues have been drained (their jobs answered; a job
-    /// on a loop's own worker is answered when that loop stops).
+    /// After a job was pushed (on loop `on`'s queue, or on the calling
+    /// loop's own worker): true when the runtime is closing or that loop
+    /// has died, in which case the queues have been drained (their jobs
+    /// answered; a job on a loop's own worker is answered when that loop
+    /// stops).
     ///
     /// The fence pairs with the one in `Shared::prepare_sleep` (a parked
     /// loop sees the job or the caller, waking loops after this, sees it
-    /// parked) and with the one in `close` (shutdown drains the injector
-    /// or we see `closing`).
-    fn closed_after_push(&self) -> bool {
+    /// parked), with the one in `close` (shutdown drains the injector or we
+    /// see `closing`) and with the one in `loop_died` (the same for a loop
+    /// that ended on its own).
+    fn closed_after_push(&self, on: Option<usize>) -> bool {
         fence(Ordering::SeqCst);
-        if self.closing.load(Ordering::Relaxed) {
+        if self.closing.load(Ordering::Relaxed)
+            || on.is_some_and(|i| self.loops[i].dead.load(Ordering::Relaxed))
+        {
             self.drain_injector();
             return true;
         }
         false
+    }
+
+    /// Loop `idx`'s thread ended before the shutdown: mark it so no flow
+    /// is placed on it, then answer the flows already queued for it.
+    fn loop_died(&self, idx: usize) {
+        self.loops[idx].dead.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.drain_injector();
     }
 
     /// Picks the loop for a flow spawned from outside: the first parked
@@ -260,10 +279,12 @@ impl Core {
     fn place(&self) -> usize {
         let n = self.loops.len();
         let start = self.next_loop.fetch_add(1, Ordering::Relaxed) % n;
-        (0..n)
-            .map(|k| (start + k) % n)
+        let live = |&i: &usize| !self.loops[i].dead.load(Ordering::Relaxed);
+        let mut order = (0..n).map(|k| (start + k) % n).filter(live);
+        let first = order.clone().next().unwrap_or(start);
+        order
             .find(|&i| self.loops[i].shared.is_sleeping())
-            .unwrap_or(start)
+            .unwrap_or(first)
     }
 
     /// Wakes one parked loop other than `except`, if any is parked.
@@ -351,6 +372,7 @@ pub(crate) fn thread_main(
         stealer: worker.stealer(),
         pin,
         counters: Counters::default(),
+        dead: AtomicBool::new(false),
     };
     if ready.send((idx, Ok(me))).is_err() {
         return;
@@ -366,8 +388,14 @@ pub(crate) fn thread_main(
             worker,
         })
     });
-    if let Err(e) = run(idx, &core, &mut tool) {
-        eprintln!("futoin-asyncsteps: loop {idx} stopped: {e}");
+    let why = match catch_unwind(AssertUnwindSafe(|| run(idx, &core, &mut tool))) {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(p) => Some(crate::steps::flow::panic_error("loop", p).to_string()),
+    };
+    if let Some(why) = why {
+        eprintln!("futoin-asyncsteps: loop {idx} stopped: {why}");
+        core.loop_died(idx);
     }
     // Flows that never started are answered (Job's Drop), then the loop's
     // own flows are cancelled on this thread as the tool drops.
@@ -391,7 +419,9 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
         let wait = (started > 0).then_some(Duration::ZERO);
         tool.iterate_with(wait, &|| !core.has_jobs(idx))?;
         publish(&me.counters, Some(tool));
-        if tool.take_stop() {
+        // A stop sent through `Runtime::loop_handle` is ignored: the loops
+        // of a runtime stop with it (the shutdown sets `closing` first).
+        if tool.take_stop() && core.closing.load(Ordering::Acquire) {
             return Ok(());
         }
     }
@@ -406,12 +436,22 @@ fn spins(spin: Duration, started: usize, immediates: bool, io_sources: usize) ->
     !spin.is_zero() && started == 0 && !immediates && io_sources == 0
 }
 
-/// Polls for messages or new flows for up to the configured spin time.
+/// Polls for messages or new flows for up to the configured spin time,
+/// and no later than the loop's next timer. (A spin too long to add to
+/// the clock spins until something comes.)
 fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
-    let until = Instant::now() + core.spin;
+    let now = Instant::now();
+    let spin_end = now.checked_add(core.spin);
+    let until = match (spin_end, tool.next_deadline()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if until.is_some_and(|u| u <= now) {
+        return;
+    }
     loop {
         let busy = !tool.shared.is_empty() || core.has_jobs(idx);
-        if busy || Instant::now() >= until {
+        if busy || until.is_some_and(|u| Instant::now() >= u) {
             return;
         }
         std::hint::spin_loop();

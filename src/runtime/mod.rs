@@ -34,6 +34,18 @@ pub(crate) use driver::current_loop as driver_current_loop;
 
 pub use builder::{Builder, PinStatus};
 
+/// A thread name the OS can take: no NUL byte (`std::thread::Builder`
+/// would panic on one).
+pub(crate) fn check_thread_name(name: &str) -> std::io::Result<()> {
+    if name.contains('\0') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("thread name {name:?} holds a NUL byte"),
+        ));
+    }
+    Ok(())
+}
+
 use crate::args::FromArgs;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, Promise};
@@ -220,6 +232,8 @@ impl Runtime {
 
     /// A handle to post callbacks to loop `i` (spec `immediate`/`deferred`
     /// on a foreign loop); `None` when `i >= loops()`.
+    /// A [`ToolHandle::stop`] sent through it is ignored: the loops of a
+    /// runtime stop with the runtime ([`Runtime::shutdown`] or drop).
     ///
     /// ```
     /// use futoin_asyncsteps::runtime::Runtime;

@@ -5,7 +5,7 @@ use crate::args::Args;
 use crate::error::Error;
 use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
 use crate::steps::result::{FutureWake, WaitToken};
-use crate::tool::scheduler::TaskHandle;
+use crate::tool::scheduler::TaskKey;
 use smallvec::SmallVec;
 use std::any::Any;
 use std::sync::Arc;
@@ -97,7 +97,7 @@ pub(crate) struct Frame {
     pub wait: Option<Arc<WaitToken>>,
     /// The step's timeout (`set_timeout`), kept in the frame itself: a
     /// step that only sets a timeout needs no `Extra`.
-    pub timer: Option<TaskHandle>,
+    pub timer: Option<TaskKey>,
     pub extra: Option<Box<Extra>>,
 }
 

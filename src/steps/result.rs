@@ -297,6 +297,10 @@ impl Completion {
 /// [`FromArgs`] (a mismatch is an `InternalError`). A cancelled flow gives
 /// [`codes::CANCELED`](crate::codes::CANCELED).
 ///
+/// Dropping the promise detaches the flow: it runs on, and an error it
+/// ends with goes to the loop's unhandled-error hook (or stderr), as for a
+/// flow started with `execute`.
+///
 /// ```
 /// use futoin_asyncsteps::{AsyncTool, AsyncSteps};
 /// let mut tool = AsyncTool::new().unwrap();
@@ -306,7 +310,7 @@ impl Completion {
 /// let (msg,): (String,) = tool.block_on(p).unwrap();
 /// assert_eq!(msg, "done");
 /// ```
-#[must_use = "a promise does nothing unless awaited, waited or blocked on"]
+#[must_use = "dropping a promise detaches its flow: it runs on, and an error it ends with goes to the loop's unhandled-error hook"]
 pub struct Promise<T: FromArgs = Args> {
     comp: Arc<Completion>,
     _t: PhantomData<fn() -> T>,
@@ -360,6 +364,19 @@ impl<T: FromArgs> Promise<T> {
             .home
             .get()
             .is_some_and(|(s, _)| s.is_same_thread())
+    }
+
+    /// True when the flow is not done and runs (or is to run) on a loop of
+    /// the calling thread other than `own`: a thread drives one loop at a
+    /// time, so blocking on it from `own` would never return.
+    pub(crate) fn stuck_behind(&self, own: &Arc<crate::tool::shared::Shared>) -> bool {
+        let home = self
+            .comp
+            .home
+            .get()
+            .map(|h| &h.0)
+            .or(self.comp.target.as_ref());
+        home.is_some_and(|h| !Arc::ptr_eq(h, own) && h.is_same_thread()) && !self.is_done()
     }
 
     /// True once the flow has ended.

@@ -246,8 +246,16 @@ impl AsyncTool {
     /// Runs the loop until `p`'s flow ends and returns its result.
     ///
     /// The promise may belong to a flow on another loop: this loop then
-    /// sleeps until that flow ends (or its own work arrives).
+    /// sleeps until that flow ends (or its own work arrives). A flow on
+    /// another loop of this same thread would never end meanwhile: that is
+    /// an `InternalError` at once.
     pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
+        if p.stuck_behind(&self.sched.shared) {
+            return Err(Error::internal(
+                "block_on(): the flow runs on another loop of this thread, which \
+                 this call does not drive; block on that loop instead",
+            ));
+        }
         let waker = Waker::from(Arc::new(LoopWake(self.sched.shared.clone())));
         let mut cx = Context::from_waker(&waker);
         loop {
@@ -260,6 +268,7 @@ impl AsyncTool {
 
     /// Starts a loop on a new thread named `name`, running until
     /// [`ToolHandle::stop`]; flows are started on it through the handle.
+    /// A name holding a NUL byte is an `InvalidInput` error.
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
@@ -272,6 +281,7 @@ impl AsyncTool {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn spawn(name: &str) -> io::Result<(ToolHandle, std::thread::JoinHandle<()>)> {
+        crate::runtime::check_thread_name(name)?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let th = std::thread::Builder::new()
             .name(name.to_owned())

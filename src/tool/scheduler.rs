@@ -22,6 +22,36 @@ mod lookahead;
 mod pools;
 pub(crate) use pools::Trim;
 
+/// Handle of a scheduled callback (spec 2.6 `Handle`): pass it to
+/// [`Scheduler::cancel`] or [`Scheduler::is_valid`] of the loop that gave
+/// it out; another loop ignores it.
+///
+/// ```
+/// use futoin_asyncsteps::TestTool;
+/// let (mut a, mut b) = (TestTool::new(), TestTool::new());
+/// let h = a.immediate(|_| {});
+/// let _ = b.immediate(|_| {});
+/// assert!(a.is_valid(h));
+/// assert!(!b.is_valid(h)); // a handle of loop `a`
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TaskHandle {
+    key: TaskKey,
+    /// The loop (`Scheduler::id`) that gave it out.
+    tool: u64,
+}
+
+impl TaskHandle {
+    /// Its key on its own loop (for the binary interface, which tells the
+    /// loop apart itself).
+    pub(crate) fn key(&self) -> TaskKey {
+        self.key
+    }
+}
+
+/// Numbers the schedulers, for `TaskHandle::tool`.
+static NEXT_SCHEDULER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// How many times a flow whose values keep panicking on drop is torn down
 /// before the rest is left (each try gets past at least one frame).
 const TEARDOWN_TRIES: usize = 64;
@@ -37,9 +67,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 new_key_type! {
-    /// Handle of a scheduled callback (spec 2.6 `Handle`): pass it to
-    /// [`Scheduler::cancel`] or [`Scheduler::is_valid`].
-    pub struct TaskHandle;
+    /// A scheduled callback or timer on its loop.
+    pub(crate) struct TaskKey;
     /// Identifies a flow on its loop.
     pub(crate) struct FlowKey;
     /// Identifies a source registered with the loop's reactor.
@@ -68,7 +97,7 @@ struct TaskSlot {
 }
 
 enum Entry {
-    Task(TaskHandle),
+    Task(TaskKey),
     Flow(FlowKey),
 }
 
@@ -126,9 +155,11 @@ type ErrorHook = Box<dyn FnMut(&Error)>;
 /// ```
 pub struct Scheduler {
     pub(crate) now: Instant,
-    tasks: SlotMap<TaskHandle, TaskSlot>,
+    /// Tells this loop's task handles from other loops' (`TaskHandle`).
+    id: u64,
+    tasks: SlotMap<TaskKey, TaskSlot>,
     queue: VecDeque<Entry>,
-    timers: Timers<TaskHandle>,
+    timers: Timers<TaskKey>,
     stale_timers: usize,
     /// Entries in `queue` whose task was cancelled.
     dead_entries: usize,
@@ -178,6 +209,7 @@ impl Scheduler {
     pub(crate) fn new(now: Instant) -> Self {
         Scheduler {
             now,
+            id: NEXT_SCHEDULER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             tasks: SlotMap::with_key(),
             queue: VecDeque::new(),
             timers: Timers::new(now),
@@ -247,12 +279,22 @@ impl Scheduler {
 
     /// Schedules `f` to run on this loop as soon as possible (spec `immediate`).
     pub fn immediate(&mut self, f: impl FnOnce(&mut Scheduler) + 'static) -> TaskHandle {
-        let h = self.tasks.insert(TaskSlot {
+        let key = self.tasks.insert(TaskSlot {
             task: Task::User(Box::new(f)),
             timer: false,
         });
-        self.queue.push_back(Entry::Task(h));
-        h
+        self.queue.push_back(Entry::Task(key));
+        self.handle_of(key)
+    }
+
+    /// The public handle of task `key` of this loop.
+    pub(crate) fn handle_of(&self, key: TaskKey) -> TaskHandle {
+        TaskHandle { key, tool: self.id }
+    }
+
+    /// Task `h` names on this loop, if this loop gave it out.
+    pub(crate) fn key_of(&self, h: TaskHandle) -> Option<TaskKey> {
+        (h.tool == self.id).then_some(h.key)
     }
 
     /// Schedules `f` to run after `delay` (spec `deferred`); a zero delay runs
@@ -262,10 +304,11 @@ impl Scheduler {
         delay: Duration,
         f: impl FnOnce(&mut Scheduler) + 'static,
     ) -> TaskHandle {
-        self.add_timer(delay, Task::User(Box::new(f)))
+        let key = self.add_timer(delay, Task::User(Box::new(f)));
+        self.handle_of(key)
     }
 
-    fn add_timer(&mut self, delay: Duration, task: Task) -> TaskHandle {
+    fn add_timer(&mut self, delay: Duration, task: Task) -> TaskKey {
         // A delay past what `Instant` can hold is capped at ~100 years.
         const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
         let at = self
@@ -284,7 +327,7 @@ impl Scheduler {
         flow: FlowKey,
         strand: u32,
         seq: u32,
-    ) -> TaskHandle {
+    ) -> TaskKey {
         self.add_timer(delay, Task::Timeout { flow, strand, seq })
     }
 
@@ -329,12 +372,12 @@ impl Scheduler {
     /// loop) is ignored.
     pub fn cancel(&mut self, h: TaskHandle) {
         if self.is_valid(h) {
-            self.cancel_task(h);
+            self.cancel_task(h.key);
         }
     }
 
     /// Cancels any task, engine timers included.
-    pub(crate) fn cancel_task(&mut self, h: TaskHandle) {
+    pub(crate) fn cancel_task(&mut self, h: TaskKey) {
         if let Some(slot) = self.tasks.remove(h) {
             if !slot.timer {
                 self.dead_entries += 1;
@@ -353,8 +396,11 @@ impl Scheduler {
 
     /// True while the callback is still scheduled (spec `is_valid`).
     pub fn is_valid(&self, h: TaskHandle) -> bool {
+        let Some(key) = self.key_of(h) else {
+            return false;
+        };
         matches!(
-            self.tasks.get(h),
+            self.tasks.get(key),
             Some(TaskSlot {
                 task: Task::User(_),
                 ..
@@ -464,9 +510,17 @@ impl Scheduler {
         WaitToken::release(t, &mut self.tokens, self.peak_flows);
     }
 
+    /// Hands a flow's unhandled error to the hook (or stderr). A panicking
+    /// hook is reported on stderr and the loop goes on, as after any other
+    /// user callback.
     pub(crate) fn report_unhandled(&mut self, e: &Error) {
         match &mut self.unhandled {
-            Some(h) => h(e),
+            Some(h) => {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| h(e))) {
+                    let why = crate::steps::flow::panic_error("unhandled-error hook", p);
+                    eprintln!("futoin-asyncsteps: {why} (reporting: {e})");
+                }
+            }
             None => eprintln!("futoin-asyncsteps: unhandled error in flow: {e}"),
         }
     }
@@ -544,8 +598,14 @@ impl Scheduler {
                     Err(p) => (Err(flow_panic_error(p)), false),
                 };
                 match done {
-                    Some(c) => c.complete(res.map(|()| args.unwrap_or_default())),
-                    None => {
+                    // Someone holds the promise (the flow holds the other
+                    // reference): the result is theirs.
+                    Some(c) if Arc::strong_count(&c) > 1 => {
+                        c.complete(res.map(|()| args.unwrap_or_default()))
+                    }
+                    // Detached, or its promise was dropped: an error goes
+                    // to the hook.
+                    _ => {
                         if let Err(e) = res {
                             if !canceled || !reusable {
                                 self.report_unhandled(&e);

@@ -1,0 +1,173 @@
+//! Bad settings and misuse around loops and runtimes: none kills a loop
+//! thread (which would leave every flow placed on it unanswered), panics,
+//! hangs, or loses an error.
+
+mod common;
+
+use common::*;
+use futoin_asyncsteps::runtime::Runtime;
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TestTool};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Runs `f` on a thread of its own; `None` when it has not returned
+/// within `secs` (a hang).
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+/// Spawns a flow giving 4 on `rt` and waits for it.
+fn four(rt: &Runtime) -> Result<u8, String> {
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((4u8,)));
+    rt.spawn::<(u8,)>(root)
+        .wait()
+        .map(|(v,)| v)
+        .map_err(|e| e.to_string())
+}
+
+fn one_loop() -> futoin_asyncsteps::runtime::Builder {
+    Runtime::builder().loops(1).pin_threads(false)
+}
+
+#[test]
+fn a_spin_too_long_for_the_clock_spins_until_work_comes() {
+    let r = within(10, || {
+        let rt = one_loop().spin(Duration::MAX).build().unwrap();
+        let first = four(&rt);
+        // The loop is idle (spinning) again.
+        thread::sleep(ms(20));
+        (first, four(&rt))
+    });
+    assert_eq!(r, Some((Ok(4), Ok(4))));
+}
+
+#[test]
+fn an_idle_loop_spins_no_longer_than_its_next_timer() {
+    let rt = one_loop().spin(Duration::from_secs(5)).build().unwrap();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        let h = s.wait_external();
+        s.tool().deferred(ms(1), move |_| {
+            h.success(()).unwrap();
+        });
+        Ok(())
+    });
+    let t0 = Instant::now();
+    rt.spawn::<()>(root).wait().unwrap();
+    // A spin of 5 s that ignored the timer would take 5 s.
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_panicking_unhandled_error_hook_does_not_escape_the_loop() {
+    let mut tool = TestTool::new();
+    let calls = Rc::new(Cell::new(0));
+    let c = calls.clone();
+    tool.set_unhandled_error_hook(move |_| {
+        c.set(c.get() + 1);
+        panic!("hook");
+    });
+    for _ in 0..2 {
+        let mut bad = AsyncSteps::new();
+        bad.add(|_, ()| Err(Error::with_info("Oops", "x")));
+        bad.execute(&mut tool);
+    }
+    tool.run_all();
+    assert_eq!(calls.get(), 2, "the loop went on after the first panic");
+}
+
+#[test]
+fn a_runtime_whose_hook_panics_still_answers_later_flows() {
+    let r = within(10, || {
+        let rt = one_loop()
+            .on_unhandled_error(|_| panic!("hook"))
+            .build()
+            .unwrap();
+        let mut bad = AsyncSteps::new();
+        bad.add(|_, ()| Err(Error::with_info("Oops", "x")));
+        rt.execute(bad);
+        thread::sleep(ms(50));
+        four(&rt)
+    });
+    assert_eq!(r, Some(Ok(4)));
+}
+
+#[test]
+fn a_stop_through_a_runtime_loop_handle_is_ignored() {
+    let r = within(10, || {
+        let rt = one_loop().build().unwrap();
+        rt.loop_handle(0).unwrap().stop();
+        thread::sleep(ms(50));
+        four(&rt)
+    });
+    assert_eq!(r, Some(Ok(4)));
+}
+
+#[test]
+fn thread_names_with_a_nul_byte_are_errors() {
+    let e = one_loop().thread_name("a\0b").build().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("NUL"), "{e}");
+    let e = AsyncTool::spawn("a\0b").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[test]
+fn block_on_a_flow_of_another_loop_of_this_thread_is_refused() {
+    let r = within(10, || {
+        let mut a = AsyncTool::new().unwrap();
+        let mut b = AsyncTool::new().unwrap();
+        let mut root = AsyncSteps::new();
+        root.add(|s, ()| s.success((3u8,)));
+        let p = root.clone().promise::<(u8,)>(&mut b);
+        let refused = a.block_on(p).map_err(|e| e.code().to_owned());
+        // Its own loop runs it.
+        let p = root.promise::<(u8,)>(&mut b);
+        (
+            refused,
+            b.block_on(p).map(|(v,)| v).map_err(|e| e.to_string()),
+        )
+    });
+    assert_eq!(r, Some((Err(codes::INTERNAL_ERROR.to_owned()), Ok(3))));
+}
+
+#[test]
+fn a_task_handle_of_another_loop_is_ignored() {
+    let (mut a, mut b) = (TestTool::new(), TestTool::new());
+    let ran = Rc::new(Cell::new(false));
+    let r = ran.clone();
+    let mine = a.deferred(ms(5), move |_| r.set(true));
+    let foreign = b.immediate(|_| {});
+    assert_eq!((a.is_valid(foreign), a.is_valid(mine)), (false, true));
+    a.cancel(foreign);
+    a.run_all();
+    assert!(ran.get(), "the foreign handle cancelled a callback");
+    assert!(b.is_valid(foreign));
+}
+
+#[test]
+fn a_flow_whose_promise_was_dropped_reports_its_error_to_the_hook() {
+    let mut tool = TestTool::new();
+    let reported = Rc::new(Cell::new(0));
+    let r = reported.clone();
+    tool.set_unhandled_error_hook(move |e| {
+        assert_eq!(e.code(), "Oops");
+        r.set(r.get() + 1);
+    });
+    let mut root = AsyncSteps::new();
+    root.add(|_, ()| Err(Error::with_info("Oops", "lost")));
+    drop(root.clone().promise::<()>(&mut tool));
+    // A kept promise gets the error; the hook does not.
+    let kept = root.promise::<()>(&mut tool);
+    tool.run_all();
+    assert_eq!(reported.get(), 1);
+    assert_eq!(tool.block_on(kept).unwrap_err().code(), "Oops");
+}
