@@ -37,7 +37,7 @@ pub(crate) use pools::Trim;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TaskHandle {
     key: TaskKey,
-    /// The loop (`Scheduler::id`) that gave it out.
+    /// The loop (`Shared::id`) that gave it out.
     tool: u64,
 }
 
@@ -48,9 +48,6 @@ impl TaskHandle {
         self.key
     }
 }
-
-/// Numbers the schedulers, for `TaskHandle::tool`.
-static NEXT_SCHEDULER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// How many times a flow whose values keep panicking on drop is torn down
 /// before the rest is left (each try gets past at least one frame).
@@ -155,8 +152,6 @@ type ErrorHook = Box<dyn FnMut(&Error)>;
 /// ```
 pub struct Scheduler {
     pub(crate) now: Instant,
-    /// Tells this loop's task handles from other loops' (`TaskHandle`).
-    id: u64,
     tasks: SlotMap<TaskKey, TaskSlot>,
     queue: VecDeque<Entry>,
     timers: Timers<TaskKey>,
@@ -209,7 +204,6 @@ impl Scheduler {
     pub(crate) fn new(now: Instant) -> Self {
         Scheduler {
             now,
-            id: NEXT_SCHEDULER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             tasks: SlotMap::with_key(),
             queue: VecDeque::new(),
             timers: Timers::new(now),
@@ -289,12 +283,15 @@ impl Scheduler {
 
     /// The public handle of task `key` of this loop.
     pub(crate) fn handle_of(&self, key: TaskKey) -> TaskHandle {
-        TaskHandle { key, tool: self.id }
+        TaskHandle {
+            key,
+            tool: self.shared.id,
+        }
     }
 
     /// Task `h` names on this loop, if this loop gave it out.
     pub(crate) fn key_of(&self, h: TaskHandle) -> Option<TaskKey> {
-        (h.tool == self.id).then_some(h.key)
+        (h.tool == self.shared.id).then_some(h.key)
     }
 
     /// Schedules `f` to run after `delay` (spec `deferred`); a zero delay runs
@@ -513,6 +510,8 @@ impl Scheduler {
     /// Hands a flow's unhandled error to the hook (or stderr). A panicking
     /// hook is reported on stderr and the loop goes on, as after any other
     /// user callback.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn report_unhandled(&mut self, e: &Error) {
         match &mut self.unhandled {
             Some(h) => {

@@ -85,6 +85,9 @@ pub(crate) struct Shared {
     hs: Handshake,
     /// Identity of the owner thread (address of a thread-local).
     thread_mark: usize,
+    /// Identity of the loop, never reused (tells its `TaskHandle`s from
+    /// other loops').
+    pub(crate) id: u64,
     /// The owner thread, unparked when the loop sleeps parked
     /// (`Sleep::Park`).
     thread: std::thread::Thread,
@@ -157,6 +160,9 @@ pub(crate) fn thread_mark() -> usize {
     MARK.with(|m| *m)
 }
 
+/// Numbers the loops (`Shared::id`).
+static NEXT_LOOP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Shared {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Shared {
@@ -165,6 +171,7 @@ impl Shared {
             waker: OnceLock::new(),
             hs: Handshake::new(),
             thread_mark: thread_mark(),
+            id: NEXT_LOOP.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             thread: std::thread::current(),
         })
     }
