@@ -1,10 +1,13 @@
 //! The HTTP example's request handling (`examples/common/http.rs`):
 //! framing that a proxy in front could not read another way (one
 //! Content-Length, no whitespace before a colon, no Transfer-Encoding,
-//! no bare CR or LF), the `Connection` token list, the 64 KiB head limit
-//! whether or not the head is complete, and, on real loopback sockets,
-//! the close after a refusal: the client reads the whole answer and then
-//! the end of the stream, not a reset, and the close stays bounded.
+//! no bare CR or LF, a bare LF refused before the head is complete), the
+//! `Connection` token list, the 64 KiB head limit whether or not the head
+//! is complete, input arriving in pieces (answered as if it came whole,
+//! each byte looked at a bounded number of times), and, on real loopback
+//! sockets, the close after a refusal: the client reads the whole answer
+//! and then the end of the stream, not a reset, and the close stays
+//! bounded.
 
 #[path = "../examples/common/http.rs"]
 mod http;
@@ -50,8 +53,53 @@ fn answer(request: &[u8]) -> (bool, String) {
 fn answer_leaving(request: &[u8]) -> (bool, String, Vec<u8>) {
     let mut buf = request.to_vec();
     let mut out = Vec::new();
-    let close = http::answer(&mut buf, &mut out);
+    let close = http::Parser::default().answer(&mut buf, &mut out);
     (close, String::from_utf8(out).unwrap(), buf)
+}
+
+/// What one connection's parser made of input fed in `pieces`, called
+/// after each piece as a connection calls it, until it closes.
+struct Fed {
+    /// Whether it closed.
+    close: bool,
+    /// The answers' text.
+    text: String,
+    /// The input left unanswered: what stayed in the buffer, then the
+    /// pieces not fed after the close.
+    left: Vec<u8>,
+    /// The bytes fed until it closed (all of them when it did not).
+    fed: usize,
+    /// The bytes the parser looked at (`Parser::examined`).
+    examined: usize,
+}
+
+/// Feeds `pieces` to a new parser ([`Fed`]).
+fn feed<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Fed {
+    let mut parser = http::Parser::default();
+    let (mut buf, mut out) = (Vec::new(), Vec::new());
+    let (mut close, mut fed) = (false, 0);
+    let mut pieces = pieces.into_iter();
+    for piece in pieces.by_ref() {
+        buf.extend_from_slice(piece);
+        fed += piece.len();
+        if parser.answer(&mut buf, &mut out) {
+            close = true;
+            break;
+        }
+    }
+    pieces.for_each(|piece| buf.extend_from_slice(piece));
+    Fed {
+        close,
+        text: String::from_utf8(out).unwrap(),
+        left: buf,
+        fed,
+        examined: parser.examined(),
+    }
+}
+
+/// [`feed`] one byte per call.
+fn feed_bytes(input: &[u8]) -> Fed {
+    feed(input.chunks(1))
 }
 
 // -- framing (RFC 9112 §5, §6) --
@@ -167,6 +215,35 @@ fn malformed_lines_in_the_head_are_refused() {
 }
 
 #[test]
+fn a_bare_lf_is_refused_without_waiting_for_the_head_to_end() {
+    for req in [
+        "GET / HTTP/1.1\nHost: x\n\n",
+        "GET / HTTP/1.1\nHost: x\nX-A: 1\nContent-Length: 0\n\nGET / HTTP/1.1\n\n",
+        "GET / HTTP/1.1\r\nHost: x\nX-A: 1\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\n\r\n\r\n",
+        "\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "\r\n\nGET",
+    ] {
+        let (close, text, left) = answer_leaving(req.as_bytes());
+        assert_eq!((close, text.as_str()), (true, BAD_REQUEST), "{req:?}");
+        let b = req.as_bytes();
+        let start = if b.starts_with(b"\r\n") { 2 } else { 0 };
+        assert_eq!(left, &b[start..], "{req:?}");
+        // Arriving a byte at a time, it is refused at the bare LF.
+        let bare = (start..b.len())
+            .find(|&i| b[i] == b'\n' && (i == start || b[i - 1] != b'\r'))
+            .unwrap();
+        let fed = feed_bytes(b);
+        assert_eq!(
+            (fed.close, fed.text.as_str()),
+            (true, BAD_REQUEST),
+            "{req:?}"
+        );
+        assert_eq!(fed.fed, bare + 1, "{req:?}");
+    }
+}
+
+#[test]
 fn empty_lines_before_a_request_are_skipped() {
     let req = b"GET / HTTP/1.1\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n\r\n";
     assert_eq!(
@@ -253,6 +330,92 @@ fn an_incomplete_head_gets_431_once_it_reaches_the_limit() {
         answer_leaving(&two),
         (false, OK.into(), head[..MAX_HEAD - 1].to_vec())
     );
+}
+
+// -- input arriving in pieces --
+
+#[test]
+fn a_head_arriving_a_byte_at_a_time_is_scanned_once() {
+    let head = head_of(MAX_HEAD - 16);
+    let fed = feed_bytes(&head);
+    assert_eq!((fed.close, fed.text.as_str()), (false, OK));
+    assert!(fed.left.is_empty());
+    // Scanned once for its end, then parsed once; rescanning what came
+    // before at each call would look at about 2 GiB.
+    assert!(
+        fed.examined <= 2 * head.len(),
+        "{} bytes looked at for a head of {}",
+        fed.examined,
+        head.len()
+    );
+    // An incomplete one gets 431 at the limit, a byte at a time too.
+    let head = head_of(MAX_HEAD + 1);
+    let fed = feed_bytes(&head);
+    assert_eq!((fed.close, fed.text.as_str()), (true, HEAD_TOO_LARGE));
+    assert_eq!((fed.fed, fed.left.len()), (MAX_HEAD, head.len()));
+    assert!(fed.examined <= MAX_HEAD, "{}", fed.examined);
+}
+
+#[test]
+fn a_lone_cr_then_its_lf_before_a_request_line_is_an_empty_line() {
+    let get = &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..];
+    for pieces in [
+        vec![&b"\r"[..], b"\n", get],
+        vec![b"\r", b"\nGET / HTTP/1.1\r\nHost: x\r\n\r\n"],
+        vec![b"\r", b"\n\r", b"\n", get],
+        vec![get, b"\r", b"\n", get],
+    ] {
+        let fed = feed(pieces.iter().copied());
+        let expect = if pieces[0] == get {
+            format!("{OK}{OK}")
+        } else {
+            OK.into()
+        };
+        assert_eq!((fed.close, fed.text, fed.left), (false, expect, vec![]));
+    }
+    // The LF after the lone CR ends an empty line: a second LF is bare.
+    let fed = feed([&b"\r"[..], b"\n\n"]);
+    assert_eq!((fed.close, fed.text.as_str()), (true, BAD_REQUEST));
+    assert_eq!(fed.left, b"\n");
+}
+
+/// Request streams that a connection may get: pipelined requests with
+/// bodies and empty lines between them, ending with a request that
+/// closes, with a refusal, or with a request still arriving.
+const STREAMS: &[&[u8]] = &[
+    b"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n\
+      POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\nhe\r\nl\no\
+      \r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n\
+      GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n\
+      GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n\
+      GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+      POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n\r\n\r\
+      GET / HTTP/1.1\r\nHost: x\nX: y\r\n\r\nGET / HTTP/1.1\r\n",
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+      GET / HTTP/1.1\r\nX: a\rb\r\nHost: x\r\n\r\n",
+    b"HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n\r\n\
+      POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody\
+      GET / HTTP/1.1\r\nHost: x\r\n",
+];
+
+#[test]
+fn input_split_anywhere_is_answered_as_if_it_came_whole() {
+    for stream in STREAMS {
+        let whole = feed([*stream]);
+        assert!(!whole.text.is_empty());
+        for split in 1..stream.len() {
+            let (a, b) = stream.split_at(split);
+            let fed = feed([a, b]);
+            let got = (fed.close, &fed.text, &fed.left);
+            assert_eq!(got, (whole.close, &whole.text, &whole.left), "at {split}");
+        }
+        for size in [1, 2, 3, 5, 7] {
+            let fed = feed(stream.chunks(size));
+            let got = (fed.close, &fed.text, &fed.left);
+            assert_eq!(got, (whole.close, &whole.text, &whole.left), "by {size}");
+        }
+    }
 }
 
 // -- the connection flow on loopback sockets --

@@ -8,7 +8,12 @@
 //! (repeated, it must repeat the same number). Anything else (a bare CR
 //! or LF, a folded line, whitespace before a colon, a length that is not
 //! digits, a `Transfer-Encoding`) is refused, and a refusal closes the
-//! connection after its answer, in stages ([`linger`]).
+//! connection after its answer, in stages ([`linger`]). A bare LF is
+//! refused as soon as it arrives, without waiting for the rest of a head
+//! that a client ending its lines with LF alone would never complete.
+//!
+//! A connection's [`Parser`] looks at its input once however it arrives:
+//! the scan for the end of a head resumes where it stopped.
 
 use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::io::Interest;
@@ -55,58 +60,128 @@ struct Request {
     keep_alive: bool,
 }
 
-/// Answers every complete request at the front of `buf` (removing it),
-/// appending the responses to `out`. Returns true when the connection is
-/// to close after `out` is written. A refused request is answered and
-/// stays in `buf`, as does anything after a request that closes: what is
-/// left in `buf` then is input that the client may still be sending the
-/// rest of.
-pub fn answer(buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
-    let mut at = 0;
-    let close = loop {
-        // Empty lines before a request line are skipped (RFC 9112 §2.2).
-        while buf[at..].starts_with(b"\r\n") {
-            at += 2;
-        }
-        let rest = &buf[at..];
-        if rest.is_empty() {
-            break false;
-        }
-        let Some(end) = find(&rest[..rest.len().min(MAX_HEAD)], b"\r\n\r\n") else {
-            if rest.len() >= MAX_HEAD {
-                refuse(out, HEAD_TOO_LARGE);
+/// One connection's request parser. Between calls of [`Parser::answer`]
+/// it keeps how far the front request's head has been scanned for its
+/// end, so that a head arriving in small pieces is scanned once.
+#[derive(Default)]
+pub struct Parser {
+    /// How many bytes of the front request's head (from its first byte,
+    /// after the empty lines before it) have been scanned without
+    /// finding its end.
+    scanned: usize,
+    /// How many bytes the head scans and head parses have looked at.
+    #[cfg(test)]
+    examined: usize,
+}
+
+impl Parser {
+    /// Answers every complete request at the front of `buf` (removing
+    /// it), appending the responses to `out`. Returns true when the
+    /// connection is to close after `out` is written. A refused request
+    /// is answered and stays in `buf`, as does anything after a request
+    /// that closes: what is left in `buf` then is input that the client
+    /// may still be sending the rest of.
+    ///
+    /// Between calls, `buf` keeps what the last call left in it, with
+    /// the input read since appended.
+    pub fn answer(&mut self, buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
+        let mut at = 0;
+        let close = loop {
+            // Empty lines before a request line are skipped (RFC 9112
+            // §2.2); the head then starts after them.
+            while buf[at..].starts_with(b"\r\n") {
+                at += 2;
+                self.scanned = 0;
+            }
+            let rest = &buf[at..];
+            if rest.is_empty() {
+                break false;
+            }
+            let end = match self.head_end(rest) {
+                Ok(Some(end)) => end,
+                Ok(None) => break false, // wait for the rest of the head
+                Err(refusal) => {
+                    refuse(out, refusal);
+                    break true;
+                }
+            };
+            self.examine(end);
+            let req = match parse(&rest[..end]) {
+                Ok(req) => req,
+                Err(refusal) => {
+                    refuse(out, refusal);
+                    break true;
+                }
+            };
+            if req.body_len > MAX_BODY as u64 {
+                refuse(out, TOO_LARGE);
                 break true;
             }
-            break false; // wait for the rest of the head
-        };
-        let req = match parse(&rest[..end]) {
-            Ok(req) => req,
-            Err(refusal) => {
-                refuse(out, refusal);
+            let total = end + 4 + req.body_len as usize;
+            if rest.len() < total {
+                break false; // the body is not all here yet
+            }
+            at += total;
+            let (status, body) = if req.found {
+                ("200 OK", BODY)
+            } else {
+                ("404 Not Found", &b"not found\n"[..])
+            };
+            respond(out, status, body, req.head_only, !req.keep_alive);
+            if !req.keep_alive {
                 break true;
             }
         };
-        if req.body_len > MAX_BODY as u64 {
-            refuse(out, TOO_LARGE);
-            break true;
+        buf.drain(..at);
+        close
+    }
+
+    /// The length of the head at the front of `rest` without the CRLF
+    /// CRLF that ends it, or `None` while that has not arrived. The scan
+    /// resumes where the last one stopped: it walks the LFs, each of
+    /// which must end a CRLF (a bare LF is refused at once, complete head
+    /// or not), and the first that ends a CRLF CRLF ends the head. Only
+    /// the first [`MAX_HEAD`] bytes are scanned; a head not ended within
+    /// them is refused (431).
+    fn head_end(&mut self, rest: &[u8]) -> Result<Option<usize>, Refusal> {
+        let head = &rest[..rest.len().min(MAX_HEAD)];
+        let mut from = self.scanned;
+        self.examine(head.len() - from);
+        while let Some(lf) = head[from..].iter().position(|&b| b == b'\n') {
+            let lf = from + lf;
+            if lf == 0 || head[lf - 1] != b'\r' {
+                return Err(BAD_REQUEST);
+            }
+            if lf >= 3 && head[lf - 3..lf - 1] == *b"\r\n" {
+                self.scanned = 0;
+                return Ok(Some(lf - 3));
+            }
+            from = lf + 1;
         }
-        let total = end + 4 + req.body_len as usize;
-        if rest.len() < total {
-            break false; // the body is not all here yet
+        if rest.len() >= MAX_HEAD {
+            return Err(HEAD_TOO_LARGE);
         }
-        at += total;
-        let (status, body) = if req.found {
-            ("200 OK", BODY)
-        } else {
-            ("404 Not Found", &b"not found\n"[..])
-        };
-        respond(out, status, body, req.head_only, !req.keep_alive);
-        if !req.keep_alive {
-            break true;
+        self.scanned = head.len();
+        Ok(None)
+    }
+
+    /// Counts `n` bytes looked at, in the tests' builds only.
+    #[inline(always)]
+    fn examine(&mut self, n: usize) {
+        #[cfg(test)]
+        {
+            self.examined += n;
         }
-    };
-    buf.drain(..at);
-    close
+        let _ = n;
+    }
+
+    /// How many bytes the head scans and head parses have looked at (the
+    /// tests bound it by a small multiple of the input).
+    #[cfg(test)]
+    #[allow(dead_code)] // only tests/http_example.rs reads it
+    pub fn examined(&self) -> usize {
+        self.examined
+    }
 }
 
 /// Reads a request head: `head` is the request line and the field lines,
@@ -243,10 +318,6 @@ fn respond(out: &mut Vec<u8>, status: &str, body: &[u8], head_only: bool, close:
     }
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
 /// One connection: answer every complete request that has arrived, write
 /// the responses, read more (one step per request: `serve_stream`). When
 /// it closes with input unanswered (a refusal, or requests after one
@@ -260,8 +331,9 @@ pub fn connection(conn: TcpStream) -> AsyncSteps {
             // Whether it closes with input unanswered.
             let unanswered = Rc::new(Cell::new(false));
             let closing_with = unanswered.clone();
+            let mut parser = Parser::default();
             net::serve_stream(s, c, 16 * 1024, move |input, output| {
-                Ok(if answer(input, output) {
+                Ok(if parser.answer(input, output) {
                     closing_with.set(!input.is_empty());
                     Then::Close
                 } else {

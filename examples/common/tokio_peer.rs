@@ -68,9 +68,10 @@ pub async fn tokio_echo(mut s: tokio::net::TcpStream) {
 pub async fn tokio_http(mut s: tokio::net::TcpStream) {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
+    let mut parser = crate::http::Parser::default();
     loop {
         let mut out = Vec::new();
-        let close = crate::http::answer(&mut buf, &mut out);
+        let close = parser.answer(&mut buf, &mut out);
         if !out.is_empty() && s.write_all(&out).await.is_err() {
             return;
         }
