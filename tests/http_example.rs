@@ -357,6 +357,34 @@ fn a_head_arriving_a_byte_at_a_time_is_scanned_once() {
 }
 
 #[test]
+fn a_body_arriving_a_byte_at_a_time_after_a_large_head_is_waited_on_once() {
+    let body = vec![b'b'; 4096];
+    let mut post = format!(
+        "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nX-Pad: ",
+        body.len()
+    )
+    .into_bytes();
+    post.resize(60 * 1024 - 4, b'p');
+    post.extend_from_slice(b"\r\n\r\n");
+    let head = post.len();
+    post.extend_from_slice(&body);
+    post.extend_from_slice(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let fed = feed_bytes(&post);
+    assert_eq!(
+        (fed.close, fed.text, fed.left),
+        (false, format!("{NOT_FOUND}{OK}"), vec![])
+    );
+    // The head scanned and parsed once, not again at each byte of the
+    // body (about 500 MiB).
+    assert!(
+        fed.examined <= 2 * post.len(),
+        "{} bytes looked at for a head of {head} and a body of {}",
+        fed.examined,
+        body.len()
+    );
+}
+
+#[test]
 fn a_lone_cr_then_its_lf_before_a_request_line_is_an_empty_line() {
     let get = &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..];
     for pieces in [
@@ -414,6 +442,7 @@ fn input_split_anywhere_is_answered_as_if_it_came_whole() {
             let fed = feed(stream.chunks(size));
             let got = (fed.close, &fed.text, &fed.left);
             assert_eq!(got, (whole.close, &whole.text, &whole.left), "by {size}");
+            assert!(fed.examined <= 2 * stream.len(), "by {size}");
         }
     }
 }

@@ -13,7 +13,8 @@
 //! that a client ending its lines with LF alone would never complete.
 //!
 //! A connection's [`Parser`] looks at its input once however it arrives:
-//! the scan for the end of a head resumes where it stopped.
+//! the scan for the end of a head resumes where it stopped, and a head is
+//! parsed once, however many reads its body takes.
 
 use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::io::Interest;
@@ -49,6 +50,7 @@ const HEAD_TOO_LARGE: Refusal = ("431 Request Header Fields Too Large", b"");
 const NO_CODINGS: Refusal = ("501 Not Implemented", b"no transfer codings\n");
 
 /// What a request head asks for.
+#[derive(Clone, Copy)]
 struct Request {
     /// `GET /` or `HEAD /`: the body is there.
     found: bool,
@@ -62,13 +64,17 @@ struct Request {
 
 /// One connection's request parser. Between calls of [`Parser::answer`]
 /// it keeps how far the front request's head has been scanned for its
-/// end, so that a head arriving in small pieces is scanned once.
+/// end and, once that head is read, what it asks until its body is all
+/// there, so that input arriving in small pieces is looked at once.
 #[derive(Default)]
 pub struct Parser {
     /// How many bytes of the front request's head (from its first byte,
     /// after the empty lines before it) have been scanned without
     /// finding its end.
     scanned: usize,
+    /// The front request, once its head is read and while its body is
+    /// incomplete: its length with its body, and what it asks.
+    pending: Option<(usize, Request)>,
     /// How many bytes the head scans and head parses have looked at.
     #[cfg(test)]
     examined: usize,
@@ -87,40 +93,48 @@ impl Parser {
     pub fn answer(&mut self, buf: &mut Vec<u8>, out: &mut Vec<u8>) -> bool {
         let mut at = 0;
         let close = loop {
-            // Empty lines before a request line are skipped (RFC 9112
-            // §2.2); the head then starts after them.
-            while buf[at..].starts_with(b"\r\n") {
-                at += 2;
-                self.scanned = 0;
-            }
-            let rest = &buf[at..];
-            if rest.is_empty() {
+            let (total, req) = match self.pending {
+                Some(pending) => pending,
+                None => {
+                    // Empty lines before a request line are skipped (RFC
+                    // 9112 §2.2); the head then starts after them.
+                    while buf[at..].starts_with(b"\r\n") {
+                        at += 2;
+                        self.scanned = 0;
+                    }
+                    let rest = &buf[at..];
+                    if rest.is_empty() {
+                        break false;
+                    }
+                    let end = match self.head_end(rest) {
+                        Ok(Some(end)) => end,
+                        Ok(None) => break false, // wait for the rest of the head
+                        Err(refusal) => {
+                            refuse(out, refusal);
+                            break true;
+                        }
+                    };
+                    self.examine(end);
+                    let req = match parse(&rest[..end]) {
+                        Ok(req) => req,
+                        Err(refusal) => {
+                            refuse(out, refusal);
+                            break true;
+                        }
+                    };
+                    if req.body_len > MAX_BODY as u64 {
+                        refuse(out, TOO_LARGE);
+                        break true;
+                    }
+                    (end + 4 + req.body_len as usize, req)
+                }
+            };
+            if buf.len() - at < total {
+                // The body is not all here yet.
+                self.pending = Some((total, req));
                 break false;
             }
-            let end = match self.head_end(rest) {
-                Ok(Some(end)) => end,
-                Ok(None) => break false, // wait for the rest of the head
-                Err(refusal) => {
-                    refuse(out, refusal);
-                    break true;
-                }
-            };
-            self.examine(end);
-            let req = match parse(&rest[..end]) {
-                Ok(req) => req,
-                Err(refusal) => {
-                    refuse(out, refusal);
-                    break true;
-                }
-            };
-            if req.body_len > MAX_BODY as u64 {
-                refuse(out, TOO_LARGE);
-                break true;
-            }
-            let total = end + 4 + req.body_len as usize;
-            if rest.len() < total {
-                break false; // the body is not all here yet
-            }
+            self.pending = None;
             at += total;
             let (status, body) = if req.found {
                 ("200 OK", BODY)
