@@ -17,9 +17,11 @@
 //!
 //! Limits, on purpose: request bodies are skipped by `Content-Length` up to
 //! 1 MiB (larger ones get 413; a `Transfer-Encoding` gets 501), a request
-//! head over 64 KiB gets 431 whether or not all of it has arrived, and a
+//! head over 64 KiB gets 431 whether or not all of it has arrived, a
 //! request that could be framed more than one way (lengths that differ,
-//! whitespace before a colon, a bare CR or LF, a folded line) gets 400.
+//! whitespace before a colon, a bare CR or LF, a folded line) gets 400, and
+//! so does an HTTP/1.1 request without a `Host` field or any request with
+//! two (RFC 9112 §3.2).
 //! Each of these answers closes the connection in stages (RFC 9112 §9.6):
 //! the server shuts down its writing half, then reads and drops what the
 //! client still sends for up to a second or 4 MiB, so that the client reads
@@ -74,7 +76,8 @@ mod tests {
 
     #[test]
     fn pipelined_requests_are_answered_in_order() {
-        let mut buf = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\n\r\nGET".to_vec();
+        let mut buf =
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET".to_vec();
         let mut out = Vec::new();
         assert!(!answer(&mut buf, &mut out));
         let text = String::from_utf8(out).unwrap();
@@ -86,7 +89,8 @@ mod tests {
 
     #[test]
     fn a_huge_content_length_is_refused_not_buffered() {
-        let mut buf = b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n".to_vec();
+        let mut buf =
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n".to_vec();
         let mut out = Vec::new();
         assert!(answer(&mut buf, &mut out), "the connection closes");
         assert!(String::from_utf8(out).unwrap().starts_with("HTTP/1.1 413 "));

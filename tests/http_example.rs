@@ -1,13 +1,13 @@
 //! The HTTP example's request handling (`examples/common/http.rs`):
 //! framing that a proxy in front could not read another way (one
 //! Content-Length, no whitespace before a colon, no Transfer-Encoding,
-//! no bare CR or LF, a bare LF refused before the head is complete), the
-//! `Connection` token list, the 64 KiB head limit whether or not the head
-//! is complete, input arriving in pieces (answered as if it came whole,
-//! each byte looked at a bounded number of times), and, on real loopback
-//! sockets, the close after a refusal: the client reads the whole answer
-//! and then the end of the stream, not a reset, and the close stays
-//! bounded.
+//! no bare CR or LF, a bare LF refused before the head is complete), one
+//! `Host` (none only in HTTP/1.0), the `Connection` token list, the 64
+//! KiB head limit whether or not the head is complete, input arriving in
+//! pieces (answered as if it came whole, each byte looked at a bounded
+//! number of times), and, on real loopback sockets, the close after a
+//! refusal: the client reads the whole answer and then the end of the
+//! stream, not a reset, and the close stays bounded.
 
 #[path = "../examples/common/http.rs"]
 mod http;
@@ -107,7 +107,7 @@ fn feed_bytes(input: &[u8]) -> Fed {
 #[test]
 fn differing_content_lengths_are_refused_not_smuggled() {
     // Read with the first length, the body is a second request.
-    let smuggled = "GET /admin HTTP/1.1\r\n\r\n";
+    let smuggled = "GET /admin HTTP/1.1\r\nHost: x\r\n\r\n";
     for lengths in [
         format!("Content-Length: {}\r\nContent-Length: 0", smuggled.len()),
         format!("Content-Length: 0\r\nContent-Length: {}", smuggled.len()),
@@ -127,7 +127,9 @@ fn identical_content_lengths_are_one_length() {
         "Content-Length: 5, 5",
         "Content-Length:5 ,\t5",
     ] {
-        let req = format!("GET / HTTP/1.1\r\n{lengths}\r\n\r\nhelloGET /x HTTP/1.1\r\n\r\n");
+        let req = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\n{lengths}\r\n\r\nhelloGET /x HTTP/1.1\r\nHost: x\r\n\r\n"
+        );
         assert_eq!(
             answer(req.as_bytes()),
             (false, format!("{OK}{NOT_FOUND}")),
@@ -139,8 +141,9 @@ fn identical_content_lengths_are_one_length() {
 #[test]
 fn whitespace_before_the_colon_is_refused() {
     for name in ["Content-Length :", "Content-Length\t:", " Content-Length:"] {
-        let req =
-            format!("POST / HTTP/1.1\r\nHost: x\r\n{name} 23\r\n\r\nGET /admin HTTP/1.1\r\n\r\n");
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: x\r\n{name} 23\r\n\r\nGET /admin HTTP/1.1\r\nHost: x\r\n\r\n"
+        );
         assert_eq!(
             answer(req.as_bytes()),
             (true, BAD_REQUEST.into()),
@@ -163,7 +166,7 @@ fn a_content_length_that_is_not_a_number_or_overflows_is_refused() {
         "18446744073709551616",
         "99999999999999999999999999",
     ] {
-        let req = format!("POST / HTTP/1.1\r\nContent-Length: {value}\r\n\r\nhello");
+        let req = format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {value}\r\n\r\nhello");
         assert_eq!(
             answer(req.as_bytes()),
             (true, BAD_LENGTH.into()),
@@ -171,7 +174,7 @@ fn a_content_length_that_is_not_a_number_or_overflows_is_refused() {
         );
     }
     // A length that fits but is over the limit is too large, not bad.
-    let req = b"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n";
+    let req = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n";
     assert_eq!(answer(req), (true, TOO_LARGE.into()));
 }
 
@@ -183,7 +186,7 @@ fn a_transfer_encoding_is_not_implemented_and_closes() {
         "Content-Length: 3\r\nTransfer-Encoding: chunked",
         "Transfer-Encoding: chunked\r\nContent-Length: 3",
     ] {
-        let req = format!("POST / HTTP/1.1\r\n{fields}\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+        let req = format!("POST / HTTP/1.1\r\nHost: x\r\n{fields}\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
         let (close, text, left) = answer_leaving(req.as_bytes());
         assert_eq!((close, text.as_str()), (true, NOT_IMPLEMENTED), "{fields}");
         assert_eq!(left, req.as_bytes());
@@ -193,17 +196,17 @@ fn a_transfer_encoding_is_not_implemented_and_closes() {
 #[test]
 fn malformed_lines_in_the_head_are_refused() {
     for head in [
-        "GET / HTTP/1.1\r\nno colon here",
-        "GET / HTTP/1.1\r\n: no name",
-        "GET / HTTP/1.1\r\nX-A: 1\r\n folded: into X-A",
-        "GET / HTTP/1.1\r\nX-A: 1\nContent-Length: 5",
-        "GET / HTTP/1.1\r\nX-A: 1\rContent-Length: 5",
-        "GET / HTTP/1.1\r\nX-A: a\0b",
-        "GET / HTTP/1.1\r\nX(A): 1",
-        "GET /  HTTP/1.1",
-        "GET / HTTP/1.1 extra",
-        "GET / HTTP/2.0",
-        " GET / HTTP/1.1",
+        "GET / HTTP/1.1\r\nHost: x\r\nno colon here",
+        "GET / HTTP/1.1\r\nHost: x\r\n: no name",
+        "GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded: into X-A",
+        "GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\nContent-Length: 5",
+        "GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\rContent-Length: 5",
+        "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\0b",
+        "GET / HTTP/1.1\r\nHost: x\r\nX(A): 1",
+        "GET /  HTTP/1.1\r\nHost: x",
+        "GET / HTTP/1.1 extra\r\nHost: x",
+        "GET / HTTP/2.0\r\nHost: x",
+        " GET / HTTP/1.1\r\nHost: x",
     ] {
         let req = format!("{head}\r\n\r\n");
         assert_eq!(
@@ -245,11 +248,49 @@ fn a_bare_lf_is_refused_without_waiting_for_the_head_to_end() {
 
 #[test]
 fn empty_lines_before_a_request_are_skipped() {
-    let req = b"GET / HTTP/1.1\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n\r\n\r\n";
+    let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n\r\n";
     assert_eq!(
         answer_leaving(req),
         (false, format!("{OK}{OK}"), Vec::new())
     );
+}
+
+// -- Host (RFC 9112 §3.2) --
+
+#[test]
+fn an_http_1_1_request_without_a_host_or_any_with_two_is_refused() {
+    for (version, fields) in [
+        ("1.1", ""),
+        ("1.1", "X-Host: x\r\nHosts: x\r\nHos: x\r\nH0st: x\r\n"),
+        ("1.1", "Host: x\r\nHost: x\r\n"),
+        ("1.1", "Host: x\r\nX-A: 1\r\nhost: y\r\n"),
+        ("1.0", "Host: x\r\nHOST: x\r\n"),
+    ] {
+        let req = format!("GET / HTTP/{version}\r\n{fields}\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (close, text, left) = answer_leaving(req.as_bytes());
+        assert_eq!((close, text.as_str()), (true, BAD_REQUEST), "{req:?}");
+        assert_eq!(left, req.as_bytes(), "{req:?}");
+    }
+}
+
+#[test]
+fn one_host_or_none_in_http_1_0_is_answered() {
+    for req in [
+        "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nhOsT:example.com:8080\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost:\r\n\r\n", // an empty host (RFC 9112 §3.2)
+        "GET / HTTP/1.0\r\nConnection: keep-alive\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    ] {
+        assert_eq!(answer(req.as_bytes()), (false, OK.into()), "{req:?}");
+    }
+    let req = b"GET / HTTP/1.0\r\n\r\n";
+    assert_eq!(answer(req), (true, OK_CLOSE.into()));
+    // Fields named like Host are other fields.
+    for name in ["X-Host", "Hosts", "Hos", "H0st", "Ho^t"] {
+        let req = format!("GET / HTTP/1.1\r\nHost: x\r\n{name}: y\r\n\r\n");
+        assert_eq!(answer(req.as_bytes()), (false, OK.into()), "{name}");
+    }
 }
 
 // -- Connection (RFC 9110 §7.6.1, RFC 9112 §9.3) --
@@ -263,16 +304,18 @@ fn close_anywhere_in_the_connection_list_closes() {
         "Connection: keep-alive\r\nConnection: Close",
         "Connection: keep-alive, close",
     ] {
-        let req = format!("GET / HTTP/1.1\r\nHost: x\r\n{fields}\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+        let req = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\n{fields}\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n"
+        );
         let (close, text, left) = answer_leaving(req.as_bytes());
         assert_eq!((close, text.as_str()), (true, OK_CLOSE), "{fields}");
         assert_eq!(
-            left, b"GET / HTTP/1.1\r\n\r\n",
+            left, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
             "nothing after the close is answered"
         );
     }
     // A token that only contains "close" is another token.
-    let req = b"GET / HTTP/1.1\r\nConnection: closed, x-close\r\n\r\n";
+    let req = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: closed, x-close\r\n\r\n";
     assert_eq!(answer(req), (false, OK.into()));
 }
 
@@ -294,7 +337,7 @@ fn http_1_0_keeps_the_connection_for_a_keep_alive_token() {
 
 /// A `GET /` head of exactly `len` bytes, its empty line included.
 fn head_of(len: usize) -> Vec<u8> {
-    let start = b"GET / HTTP/1.1\r\nX-Pad: ";
+    let start = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ";
     let end = b"\r\n\r\n";
     let mut head = start.to_vec();
     head.resize(len - end.len(), b'p');
@@ -474,8 +517,9 @@ fn exchange(request: Vec<u8>) -> (io::Result<()>, io::Result<usize>, String) {
 
 #[test]
 fn pipelined_requests_are_answered_until_the_client_closes() {
-    let (sent, read, text) =
-        exchange(b"GET / HTTP/1.1\r\n\r\nHEAD /x HTTP/1.1\r\n\r\nGET /".to_vec());
+    let (sent, read, text) = exchange(
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\nHEAD /x HTTP/1.1\r\nHost: x\r\n\r\nGET /".to_vec(),
+    );
     sent.unwrap();
     read.unwrap();
     let head_404 = &NOT_FOUND[..NOT_FOUND.len() - "not found\n".len()];
@@ -506,7 +550,7 @@ fn a_client_sending_a_head_too_large_reads_the_431_then_the_end() {
 
 #[test]
 fn a_bad_request_among_pipelined_ones_is_answered_in_order_then_closes() {
-    let mut request = b"GET / HTTP/1.1\r\n\r\nBAD\r\n\r\n".to_vec();
+    let mut request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nBAD\r\n\r\n".to_vec();
     request.resize(request.len() + 256 * 1024, b'x'); // still arriving
     let (sent, read, text) = exchange(request);
     sent.unwrap();
@@ -531,7 +575,7 @@ fn a_refused_client_that_neither_sends_nor_closes_is_let_go() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, conn) = tcp::pair();
     client
-        .write_all(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n")
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n")
         .unwrap();
     let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
     run_within(&mut tool, &p, Duration::from_secs(30));
@@ -547,7 +591,7 @@ fn a_refused_client_that_keeps_sending_is_cut_off() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, conn) = tcp::pair();
     client
-        .write_all(b"POST / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n")
+        .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n")
         .unwrap();
     let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
     let mut sender = client.try_clone().unwrap();
@@ -575,7 +619,7 @@ fn a_close_the_client_asked_for_does_not_linger() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, conn) = tcp::pair();
     client
-        .write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
     let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
     // The request is there already: the flow ends without waiting for

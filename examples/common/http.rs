@@ -5,12 +5,14 @@
 //! cannot read it differently: the head is CRLF-delimited lines of at
 //! most [`MAX_HEAD`] bytes in all, every field line is `name: value` with
 //! a token for a name, and the body is sized by `Content-Length` alone
-//! (repeated, it must repeat the same number). Anything else (a bare CR
-//! or LF, a folded line, whitespace before a colon, a length that is not
-//! digits, a `Transfer-Encoding`) is refused, and a refusal closes the
-//! connection after its answer, in stages ([`linger`]). A bare LF is
-//! refused as soon as it arrives, without waiting for the rest of a head
-//! that a client ending its lines with LF alone would never complete.
+//! (repeated, it must repeat the same number). A request has one `Host`
+//! field, which only HTTP/1.0 may leave out (RFC 9112 §3.2). Anything
+//! else (a missing or repeated `Host`, a bare CR or LF, a folded line,
+//! whitespace before a colon, a length that is not digits, a
+//! `Transfer-Encoding`) is refused, and a refusal closes the connection
+//! after its answer, in stages ([`linger`]). A bare LF is refused as soon
+//! as it arrives, without waiting for the rest of a head that a client
+//! ending its lines with LF alone would never complete.
 //!
 //! A connection's [`Parser`] looks at its input once however it arrives:
 //! the scan for the end of a head resumes where it stopped, and a head is
@@ -221,7 +223,7 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
     if !is_token(method) || target.is_empty() {
         return Err(BAD_REQUEST);
     }
-    let (mut length, mut close, mut keep) = (None, false, false);
+    let (mut length, mut close, mut keep, mut host) = (None, false, false, false);
     for line in lines {
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             return Err(BAD_REQUEST);
@@ -232,7 +234,13 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
             return Err(BAD_REQUEST);
         }
         let value = &line[colon + 1..];
-        if name.eq_ignore_ascii_case(b"content-length") {
+        if is_host(name) {
+            // One Host field at most (RFC 9112 §3.2).
+            if host {
+                return Err(BAD_REQUEST);
+            }
+            host = true;
+        } else if name.eq_ignore_ascii_case(b"content-length") {
             // A list of the same number may stand for one (RFC 9110 §8.6).
             for item in value.split(|&b| b == b',') {
                 let n = decimal(trim(item)).ok_or(BAD_LENGTH)?;
@@ -249,6 +257,10 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
                 keep |= option.eq_ignore_ascii_case(b"keep-alive");
             }
         }
+    }
+    // An HTTP/1.1 request names its host; HTTP/1.0 may leave it out.
+    if !host && !http_1_0 {
+        return Err(BAD_REQUEST);
     }
     let head_only = method == b"HEAD";
     Ok(Request {
@@ -270,6 +282,16 @@ fn plain_lines(head: &[u8]) -> bool {
         cr = b == b'\r';
     }
     !cr
+}
+
+/// `name` is `Host` in any case, compared as one word: `| 0x20` turns
+/// an upper case letter into its lower case, and only the two cases of a
+/// letter turn into that letter.
+fn is_host(name: &[u8]) -> bool {
+    match <[u8; 4]>::try_from(name) {
+        Ok(name) => u32::from_ne_bytes(name) | 0x2020_2020 == u32::from_ne_bytes(*b"host"),
+        Err(_) => false,
+    }
 }
 
 /// A non-empty run of token characters (RFC 9110 §5.6.2).
