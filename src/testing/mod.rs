@@ -7,6 +7,10 @@ use crate::tool::scheduler::{Scheduler, Stats};
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
+/// How far [`TestTool::advance`] moves the virtual clock from the tool's
+/// creation at most: 400 years.
+const MAX_ELAPSED: Duration = Duration::from_secs(400 * 365 * 24 * 3600);
+
 /// A loop whose clock moves only when told to: run one event, run all,
 /// advance time, inspect what is pending. Nothing sleeps, so time-dependent
 /// flows (timeouts, deferred callbacks) are tested exactly and instantly.
@@ -124,8 +128,20 @@ impl TestTool {
 
     /// Moves the clock forward by `d`, running every event that falls due
     /// on the way, in deadline order.
+    ///
+    /// The clock saturates 400 years after the tool's creation: a longer
+    /// `d`, up to `Duration::MAX`, moves it there and no further (a clock
+    /// already past it, moved by [`run_one`](TestTool::run_one) to a later
+    /// timer, stays where it is). Timers due beyond that point run with
+    /// [`run_one`](TestTool::run_one) and [`run_all`](TestTool::run_all),
+    /// which move the clock to each of them.
     pub fn advance(&mut self, d: Duration) -> usize {
-        let target = self.sched.now + d;
+        let room = MAX_ELAPSED.saturating_sub(self.elapsed());
+        let target = self
+            .sched
+            .now
+            .checked_add(d.min(room))
+            .unwrap_or(self.sched.now);
         let mut n = self.run_all_ready();
         while let Some(at) = self.sched.next_deadline() {
             if at > target {
