@@ -60,3 +60,66 @@ fn advance_past_the_saturation_point_does_not_go_back() {
     assert_eq!(tool.advance(Duration::ZERO), 0);
     assert_eq!(tool.elapsed(), at);
 }
+
+#[test]
+fn timer_order_far_in_virtual_time() {
+    let mut tool = TestTool::new();
+    tool.advance(600 * YEAR);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = log.clone();
+    tool.deferred(Duration::from_secs(1), move |_| l.borrow_mut().push("1s"));
+    let l = log.clone();
+    tool.deferred(Duration::from_millis(1), move |_| {
+        l.borrow_mut().push("1ms")
+    });
+    assert_eq!(tool.run_all_ready(), 0, "nothing is due yet");
+    tool.run_all();
+    assert_eq!(*log.borrow(), ["1ms", "1s"]);
+}
+
+#[test]
+fn the_longest_timers_keep_their_order_after_a_huge_advance() {
+    // From where `advance` stops, timers up to the longest delay are
+    // still told apart, to the nanosecond.
+    let mut tool = TestTool::new();
+    tool.advance(Duration::MAX);
+    let at = tool.elapsed();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    for (i, d) in [
+        Duration::MAX,
+        100 * YEAR - Duration::from_nanos(1),
+        Duration::from_nanos(1),
+        Duration::ZERO,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let l = log.clone();
+        tool.deferred(d, move |_| l.borrow_mut().push(i));
+    }
+    assert_eq!(tool.run_all_ready(), 1);
+    assert_eq!(tool.run_all(), 3);
+    assert_eq!(*log.borrow(), [3, 2, 1, 0]);
+    assert_eq!(tool.elapsed(), at + 100 * YEAR);
+}
+
+#[test]
+fn timers_at_the_far_end_of_virtual_time_run_in_scheduling_order() {
+    // `run_all` can move the clock 100 years past where `advance` stops,
+    // to the end of the range the timers keep apart: there, every new
+    // deadline is that end, so timers fall due at once, first set first.
+    let mut tool = TestTool::new();
+    tool.advance(Duration::MAX);
+    tool.deferred(Duration::MAX, |_| {});
+    assert_eq!(tool.run_all(), 1);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = log.clone();
+    tool.deferred(Duration::from_secs(1), move |_| l.borrow_mut().push("1s"));
+    let l = log.clone();
+    tool.deferred(Duration::from_millis(1), move |_| {
+        l.borrow_mut().push("1ms")
+    });
+    assert_eq!(tool.run_all(), 2);
+    assert_eq!(*log.borrow(), ["1s", "1ms"]);
+    assert_eq!(tool.elapsed(), 500 * YEAR);
+}

@@ -3,13 +3,16 @@
 use crate::args::FromArgs;
 use crate::error::Error;
 use crate::steps::result::Promise;
-use crate::tool::scheduler::{Scheduler, Stats};
+use crate::tool::scheduler::{Scheduler, Stats, MAX_DELAY};
+use crate::tool::timers::HORIZON;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
 /// How far [`TestTool::advance`] moves the virtual clock from the tool's
-/// creation at most: 400 years.
-const MAX_ELAPSED: Duration = Duration::from_secs(400 * 365 * 24 * 3600);
+/// creation at most: 400 years, so that every deadline a timer set by then
+/// can have (at most [`MAX_DELAY`] later) is within the timers' [`HORIZON`]
+/// and keeps its order.
+const MAX_ELAPSED: Duration = HORIZON.saturating_sub(MAX_DELAY);
 
 /// A loop whose clock moves only when told to: run one event, run all,
 /// advance time, inspect what is pending. Nothing sleeps, so time-dependent

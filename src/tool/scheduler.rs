@@ -79,6 +79,10 @@ pub(crate) const BURST: u32 = 1024;
 /// hundred bytes each).
 const EXTRA_POOL_MAX: usize = 1024;
 
+/// Timer delays are capped here, ~100 years (a longer one, up to
+/// `Duration::MAX`, would not fit in an `Instant`).
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 enum Task {
     User(Box<dyn FnOnce(&mut Scheduler)>),
     Timeout {
@@ -306,11 +310,9 @@ impl Scheduler {
     }
 
     fn add_timer(&mut self, delay: Duration, task: Task) -> TaskKey {
-        // A delay past what `Instant` can hold is capped at ~100 years.
-        const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
         let at = self
             .now
-            .checked_add(delay.min(FAR))
+            .checked_add(delay.min(MAX_DELAY))
             .unwrap_or_else(|| self.now + Duration::from_secs(24 * 3600));
         let h = self.tasks.insert(TaskSlot { task, timer: true });
         self.order += 1;

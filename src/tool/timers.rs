@@ -29,12 +29,21 @@
 //! (FIFO), as with a plain heap.
 //!
 //! An entry keeps its instant as nanoseconds since the wheel's origin (a
-//! `u64`: exact, and enough for 584 years; the scheduler caps delays at
-//! 100), so an entry is three words and its tick one division.
+//! `u64`: exact, and enough for 584 years), so an entry is three words and
+//! its tick one division. Instants count up to [`HORIZON`] (500 years) past
+//! the origin; a later one counts as the horizon itself. The scheduler caps
+//! delays at 100 years and `TestTool::advance` stops the clock at 400, so
+//! a deadline only reaches the horizon once the clock is moved past 400
+//! years to far timers; timers capped there fall due together, in
+//! scheduling order.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// The latest instant the wheel keeps apart, after its origin: 500 years.
+pub(crate) const HORIZON: Duration = Duration::from_secs(500 * 365 * 24 * 3600);
+const HORIZON_NS: u64 = HORIZON.as_nanos() as u64;
 
 const SLOTS: usize = 4096;
 const WORDS: usize = SLOTS / 64;
@@ -114,11 +123,12 @@ impl<T: Ord> Timers<T> {
     }
 
     /// `t` as nanoseconds since the origin (an instant before it counts
-    /// as the origin; none is: the loop's clock starts there).
+    /// as the origin; none is: the loop's clock starts there), at most
+    /// [`HORIZON`]'s.
     #[inline]
     pub(crate) fn since_origin(&self, t: Instant) -> u64 {
         let d = t.saturating_duration_since(self.origin);
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(d.as_nanos()).map_or(HORIZON_NS, |ns| ns.min(HORIZON_NS))
     }
 
     #[inline]
@@ -550,6 +560,19 @@ mod tests {
         assert_eq!((w.late.len(), w.in_slots), (1, 1));
         let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.1)).collect();
         assert_eq!(got, [2, 3, 7_000]);
+    }
+
+    #[test]
+    fn an_instant_past_the_horizon_counts_as_the_horizon() {
+        let origin = Instant::now();
+        let w: Timers<u32> = Timers::new(origin);
+        let end = HORIZON.as_nanos() as u64;
+        assert_eq!(w.since_origin(origin + HORIZON), end);
+        assert_eq!(w.since_origin(origin + HORIZON * 2), end);
+        assert_eq!(
+            w.since_origin(origin + HORIZON - Duration::from_nanos(1)),
+            end - 1
+        );
     }
 
     #[test]
