@@ -254,7 +254,11 @@ struct FutoInAsyncStepsAPI_
             /* Index 14: roots only, any thread. */
             void (*cancel)(FutoInAsyncSteps* bsi);
             /* Index 15: sync is a FutoInSync of this runtime or of any
-             * other implementation (its lock/unlock are called). */
+             * other implementation (its lock/unlock are called). One of
+             * this runtime's objects is held from this call on (it may be
+             * freed right after); another implementation's object must
+             * stay alive until the flows that added a step with it are
+             * done with that step. */
             void (*addSync)(
                     FutoInAsyncSteps* bsi,
                     FutoInSync* sync,
@@ -355,7 +359,7 @@ FutoInAsyncSteps* futoin_asyncsteps_new(FutoInRuntime* rt);
 /* Sync objects (spec 2.3-2.5), usable with addSync() on any flow of any
  * runtime. max_queue == UINT32_MAX: no queue limit. A Limiter's rate,
  * period_ms and burst limit admissions per period (rate 0: no rate limit).
- * Free them with futoin_sync_free once no flow uses them. */
+ * Free them with futoin_sync_free once no more addSync() calls use them. */
 FutoInSync* futoin_mutex_new(uint32_t max, uint32_t max_queue);
 FutoInSync* futoin_throttle_new(
         uint32_t max, uint32_t period_ms, uint32_t max_queue);
@@ -367,7 +371,8 @@ FutoInSync* futoin_limiter_new(
         uint32_t burst);
 
 /* Frees a sync object made by this runtime; NULL and foreign objects are a
- * no-op. Flows still holding or waiting on it keep it alive until done. */
+ * no-op. A flow that added a step with it (queued, waiting or holding it)
+ * keeps it alive until that step is done. */
 void futoin_sync_free(FutoInSync* sync);
 
 #ifdef __cplusplus

@@ -421,12 +421,18 @@ unsafe extern "C" fn add_sync(
     let Some(r) = (unsafe { root(p) }) else {
         return;
     };
-    let (sp, d) = (SendPtr(sync.cast()), SendPtr(data));
+    let d = SendPtr(data);
     guard(|| {
-        r.inner.lock().model.add(move |s, a: Args| {
-            // SAFETY: the user's sync object, alive while flows use it
-            // (header contract).
-            unsafe { super::sync::sync_now(s, a, sp.get().cast(), d, f, eh) }
+        // Taken now: one of our objects is held from here on, so freeing
+        // it before the flow reaches the step is fine.
+        // SAFETY: the user's sync object (or NULL): ours not freed yet, or
+        // a foreign one alive while flows use it (header contract).
+        let target = unsafe { super::sync::sync_ref(sync) };
+        r.inner.lock().model.add(move |s, a: Args| match target {
+            // SAFETY: a foreign object outlives the flows using it (header
+            // contract); ours is held by `t`.
+            Some(t) => unsafe { super::sync::sync_now(s, a, t, d, f, eh) },
+            None => Err(super::sync::null_sync()),
         });
     });
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// Any of our sync objects, as one clonable `ISync`.
 #[derive(Clone)]
-struct AnySync(Arc<dyn ISync>);
+pub(crate) struct AnySync(Arc<dyn ISync>);
 
 impl ISync for AnySync {
     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
@@ -90,7 +90,9 @@ pub unsafe extern "C" fn futoin_sync_free(sync: *mut FutoInSync) {
     if sync.is_null() || !std::ptr::eq(unsafe { (*sync).api }, &OUR_SYNC_API) {
         return;
     }
-    // SAFETY: ours, made by `new_sync` (flows hold their own Arc).
+    // SAFETY: ours, made by `new_sync` and not freed before (caller's
+    // contract). Only this `FutoInSync` goes: every flow that queued a
+    // step of it holds its own Arc, taken by `sync_ref` at addSync().
     drop(unsafe { Box::from_raw(sync.cast::<OurSync>()) });
 }
 
@@ -130,10 +132,43 @@ fn section(f: ExecuteCallback, eh: ErrorCallback, d: SendPtr) -> Result<Section,
     })
 }
 
+/// What an `addSync` step enters, taken when the step is added.
+#[derive(Clone)]
+pub(crate) enum SyncRef {
+    /// One of ours: a reference of the step's own, so `futoin_sync_free`
+    /// before the step runs (or while it runs) frees only the `FutoInSync`.
+    Ours(AnySync),
+    /// Another implementation's object: its owner keeps it alive while
+    /// flows use it (header contract).
+    Foreign(SendPtr),
+}
+
+/// The error of `addSync` with a NULL sync object.
+pub(crate) fn null_sync() -> Error {
+    Error::internal("addSync(): the sync object is NULL")
+}
+
+/// What `sync` refers to, for an `addSync` step; None for NULL.
+///
+/// # Safety
+/// `sync` is NULL or a `FutoInSync` readable up to its `api` field: one of
+/// ours not freed yet, or a foreign one that outlives the flows using it.
+pub(crate) unsafe fn sync_ref(sync: *mut FutoInSync) -> Option<SyncRef> {
+    // SAFETY: caller's contract: NULL or readable up to `api`.
+    let obj = unsafe { sync.as_ref() }?;
+    if std::ptr::eq(obj.api, &OUR_SYNC_API) {
+        // SAFETY: only `new_sync` makes objects with this table, as an
+        // OurSync; it is not freed yet (caller's contract).
+        let ours = unsafe { &*(sync as *const OurSync) }.obj.clone();
+        return Some(SyncRef::Ours(ours));
+    }
+    Some(SyncRef::Foreign(SendPtr(sync.cast())))
+}
+
 /// Adds an `addSync` step to `s`.
 ///
 /// # Safety
-/// `sync` is NULL or a `FutoInSync` that outlives the flows using it.
+/// As [`sync_ref`].
 pub(crate) unsafe fn add_sync(
     s: &mut Step<'_>,
     sync: *mut FutoInSync,
@@ -141,39 +176,34 @@ pub(crate) unsafe fn add_sync(
     f: ExecuteCallback,
     eh: ErrorCallback,
 ) -> Result<(), Error> {
-    if sync.is_null() {
-        return Err(Error::internal("addSync(): the sync object is NULL"));
-    }
-    let sp = SendPtr(sync.cast());
-    // SAFETY: caller's contract, carried into the step.
-    s.add(move |s, a: Args| unsafe { sync_now(s, a, sp.get().cast(), d, f, eh) });
+    // SAFETY: caller's contract.
+    let target = unsafe { sync_ref(sync) }.ok_or_else(null_sync)?;
+    // SAFETY: a foreign object outlives the flows using it (caller's
+    // contract, carried into the step); ours is held by `target`.
+    s.add(move |s, a: Args| unsafe { sync_now(s, a, target, d, f, eh) });
     Ok(())
 }
 
-/// The body of an `addSync` step: enters `sync`, runs the section with
+/// The body of an `addSync` step: enters `target`, runs the section with
 /// `args`, leaves.
 ///
 /// # Safety
-/// As [`add_sync`].
+/// A [`SyncRef::Foreign`] object is alive, and stays alive until the step
+/// and the unlock it may leave behind are done.
 pub(crate) unsafe fn sync_now(
     s: &mut Step<'_>,
     args: Args,
-    sync: *mut FutoInSync,
+    target: SyncRef,
     d: SendPtr,
     f: ExecuteCallback,
     eh: ErrorCallback,
 ) -> StepResult {
-    // SAFETY: caller's contract.
-    let Some(obj) = (unsafe { sync.as_ref() }) else {
-        return Err(Error::internal("addSync(): the sync object is NULL"));
+    let sync = match target {
+        SyncRef::Ours(ours) => return ours.sync(s, args, section(f, eh, d)?),
+        SyncRef::Foreign(p) => p.get().cast::<FutoInSync>(),
     };
-    if std::ptr::eq(obj.api, &OUR_SYNC_API) {
-        // SAFETY: ours: an OurSync, alive (caller's contract).
-        let ours = unsafe { &*(sync as *const OurSync) }.obj.clone();
-        return ours.sync(s, args, section(f, eh, d)?);
-    }
-    // SAFETY: caller's contract: a foreign object with its table.
-    let (lock, unlock) = match unsafe { obj.api.as_ref() } {
+    // SAFETY: caller's contract: a live foreign object with its table.
+    let (lock, unlock) = match unsafe { (*sync).api.as_ref() } {
         Some(FutoInSyncAPI {
             lock: Some(l),
             unlock: Some(u),

@@ -1,0 +1,247 @@
+//! Regression tests of the C interface (FTN12 2.7): each drives the
+//! function tables as a C program would and states the documented result.
+//! A test whose failure would crash or hang the test binary runs its body
+//! in a child process (this binary again, with `CABI_CHILD=1`).
+
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use futoin_asyncsteps::cabi::types::*;
+use futoin_asyncsteps::cabi::{
+    futoin_asyncsteps_new, futoin_mutex_new, futoin_runtime_free, futoin_runtime_new,
+    futoin_sync_free, FutoInRuntime,
+};
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, Ordering::SeqCst};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// `$f` of the table of handle `$t`, called with the given arguments.
+macro_rules! call {
+    ($t:expr, $f:ident ( $($a:expr),* $(,)? )) => {{
+        let t: *mut FutoInAsyncSteps = $t;
+        // SAFETY: `t` is a handle the runtime gave out (or a test's own
+        // handle with a full table); the table lives as long.
+        let f = unsafe { (*(*t).api).$f }.expect(stringify!($f));
+        // SAFETY: an entry of that table, with arguments as the header
+        // describes them.
+        unsafe { f($($a),*) }
+    }};
+}
+
+// ---------------------------------------------------------------------------
+// Plumbing
+// ---------------------------------------------------------------------------
+
+/// Runs the test `name` of this binary in a child process; true if it
+/// passed, with its output.
+fn in_child(name: &str) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("CABI_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}\nstatus: {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        out.status
+    );
+    (out.status.success(), text)
+}
+
+/// In the parent: runs this test in a child and checks it passed; true
+/// there. In the child: false (run the body).
+fn ran_in_child(name: &str) -> bool {
+    if std::env::var_os("CABI_CHILD").is_some() {
+        return false;
+    }
+    let (ok, text) = in_child(name);
+    assert!(ok, "{name} failed in its child process:\n{text}");
+    true
+}
+
+/// Where callbacks report: their `data` is a `*const Tx`.
+type Tx = Mutex<Sender<String>>;
+
+fn send(data: *mut c_void, s: impl Into<String>) {
+    // SAFETY: every callback's data is the test's `Tx`, alive until the
+    // test has read the reports it waits for (and then some).
+    let tx = unsafe { &*(data as *const Tx) };
+    let _ = tx.lock().unwrap().send(s.into());
+}
+
+/// A runtime of one loop and a root on it; callbacks report to `rx`.
+struct Fixture {
+    rt: *mut FutoInRuntime,
+    root: *mut FutoInAsyncSteps,
+    tx: Box<Tx>,
+    rx: Receiver<String>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let (tx, rx) = channel();
+        let rt = futoin_runtime_new(1);
+        // SAFETY: a live runtime.
+        let root = unsafe { futoin_asyncsteps_new(rt) };
+        Fixture {
+            rt,
+            root,
+            tx: Box::new(Mutex::new(tx)),
+            rx,
+        }
+    }
+
+    /// The `data` every callback gets.
+    fn d(&self) -> *mut c_void {
+        &*self.tx as *const Tx as *mut c_void
+    }
+
+    fn execute(&self) {
+        call!(
+            self.root,
+            execute(self.root, self.d(), Some(report_unhandled))
+        );
+    }
+
+    /// The reports up to the first "ok" or "unhandled ..." (included), or
+    /// up to a quiet `wait`.
+    fn until_end(&self, wait: Duration) -> Vec<String> {
+        let mut got = vec![];
+        while let Ok(m) = self.rx.recv_timeout(wait) {
+            let end = m == "ok" || m.starts_with("unhandled");
+            got.push(m);
+            if end {
+                break;
+            }
+        }
+        got
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        call!(self.root, free(self.root));
+        // SAFETY: the fixture's runtime, freed once, from the test thread.
+        unsafe { futoin_runtime_free(self.rt) };
+    }
+}
+
+const SECS: Duration = Duration::from_secs(5);
+
+unsafe extern "C" fn report_ok(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    send(data, "ok");
+}
+
+unsafe extern "C" fn report_unhandled(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    code: *const c_char,
+) {
+    // SAFETY: the runtime gives a NUL-terminated code.
+    let code = unsafe { CStr::from_ptr(code) }.to_string_lossy();
+    send(data, format!("unhandled {code}"));
+}
+
+/// An error handler that reports `code: error_info` and recovers.
+unsafe extern "C" fn report_error(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    code: *const c_char,
+) {
+    // SAFETY: the runtime gives a NUL-terminated code.
+    let code = unsafe { CStr::from_ptr(code) }
+        .to_string_lossy()
+        .into_owned();
+    let p = call!(
+        bsi,
+        state_variable(bsi, null_mut(), c"error_info".as_ptr(), None, None)
+    );
+    let info = if p.is_null() {
+        "(null)".to_string()
+    } else {
+        // SAFETY: "error_info" gives a NUL-terminated string or NULL.
+        unsafe { CStr::from_ptr(p.cast()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    send(data, format!("{code}: {info}"));
+    call!(bsi, success(bsi, null_mut()));
+}
+
+// ---------------------------------------------------------------------------
+// Sync objects freed while a flow has their step queued
+// ---------------------------------------------------------------------------
+
+unsafe extern "C" fn in_section(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    send(data, "section");
+}
+
+/// Allocations of the size a freed `FutoInSync` had, so that reading it
+/// afterwards reads something else (each its own heap block).
+#[allow(clippy::vec_box)]
+fn reuse_freed_memory() -> Vec<Box<[usize; 3]>> {
+    (0..64).map(|i| Box::new([i; 3])).collect()
+}
+
+/// `futoin_sync_free` after a root's addSync() queued the object, before
+/// the flow runs: "flows still using one keep it alive".
+#[test]
+fn sync_freed_after_root_add_sync_stays_alive_for_the_flow() {
+    if ran_in_child("sync_freed_after_root_add_sync_stays_alive_for_the_flow") {
+        return;
+    }
+    let fx = Fixture::new();
+    let mx = futoin_mutex_new(1, u32::MAX);
+    call!(
+        fx.root,
+        add_sync(fx.root, mx, fx.d(), Some(in_section), None)
+    );
+    call!(fx.root, add(fx.root, fx.d(), Some(report_ok), None));
+    // SAFETY: made by futoin_mutex_new, freed once.
+    unsafe { futoin_sync_free(mx) };
+    let junk = reuse_freed_memory();
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["section", "ok"]);
+    drop(junk);
+}
+
+static MX: AtomicPtr<FutoInSync> = AtomicPtr::new(null_mut());
+
+unsafe extern "C" fn queue_sync_then_free(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    let mx = MX.load(SeqCst);
+    call!(bsi, add_sync(bsi, mx, data, Some(in_section), None));
+    // SAFETY: made by futoin_mutex_new, freed once; the queued step uses it.
+    unsafe { futoin_sync_free(mx) };
+    std::mem::forget(reuse_freed_memory());
+}
+
+/// The same from a step: the sync object is freed in the callback that
+/// queued its step.
+#[test]
+fn sync_freed_after_step_add_sync_stays_alive_for_the_flow() {
+    if ran_in_child("sync_freed_after_step_add_sync_stays_alive_for_the_flow") {
+        return;
+    }
+    let fx = Fixture::new();
+    MX.store(futoin_mutex_new(1, u32::MAX), SeqCst);
+    call!(
+        fx.root,
+        add(
+            fx.root,
+            fx.d(),
+            Some(queue_sync_then_free),
+            Some(report_error)
+        )
+    );
+    call!(fx.root, add(fx.root, fx.d(), Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["section", "ok"]);
+}
