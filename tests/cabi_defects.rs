@@ -245,3 +245,86 @@ fn sync_freed_after_step_add_sync_stays_alive_for_the_flow() {
     fx.execute();
     assert_eq!(fx.until_end(SECS), ["section", "ok"]);
 }
+
+// ---------------------------------------------------------------------------
+// BOOL values whose byte is not 0 or 1
+// ---------------------------------------------------------------------------
+
+static BOOL_T: FutoInType = FutoInType {
+    flags: FTN_TYPE_BOOL,
+    cleanup: None,
+};
+
+/// The byte `give_bool` writes into its BOOL.
+static BOOL_BYTE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+unsafe extern "C" fn give_bool(bsi: *mut FutoInAsyncSteps, _: *mut c_void, _: *const FutoInArgs) {
+    let mut out = FutoInArgs::EMPTY;
+    out.args[0].type_ = &BOOL_T;
+    // A C bool written through another member, as C code may do.
+    out.args[0].v.u8 = BOOL_BYTE.load(SeqCst);
+    call!(bsi, success(bsi, &mut out));
+}
+
+unsafe extern "C" fn rust_takes_bool(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    // SAFETY: the handle and args this callback got.
+    unsafe {
+        futoin_asyncsteps::cabi::wrap_step(bsi, args, |s, (v,): (bool,)| {
+            // A valid Rust bool's byte is 0 or 1.
+            let byte: u8 = std::hint::black_box(v).into();
+            send(data, format!("rust {v} byte {byte}"));
+            s.success((v,))
+        })
+    };
+}
+
+unsafe extern "C" fn c_takes_bool(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    // SAFETY: the args this callback got: one BOOL.
+    let byte = unsafe { (*args).args[0].v.u8 };
+    send(data, format!("c byte {byte}"));
+}
+
+fn bool_through_steps(byte: u8) -> Vec<String> {
+    BOOL_BYTE.store(byte, SeqCst);
+    let fx = Fixture::new();
+    let d = fx.d();
+    call!(fx.root, add(fx.root, d, Some(give_bool), None));
+    call!(
+        fx.root,
+        add(fx.root, d, Some(rust_takes_bool), Some(report_error))
+    );
+    call!(fx.root, add(fx.root, d, Some(give_bool), None));
+    call!(fx.root, add(fx.root, d, Some(c_takes_bool), None));
+    call!(fx.root, add(fx.root, d, Some(report_ok), None));
+    fx.execute();
+    fx.until_end(SECS)
+}
+
+/// A BOOL whose byte is 2 (or 255) is true, as in C: a Rust step gets
+/// `true` (byte 1), and a C step gets byte 1 after the runtime.
+#[test]
+fn bool_byte_other_than_0_or_1_is_true() {
+    for byte in [2, 255] {
+        assert_eq!(
+            bool_through_steps(byte),
+            ["rust true byte 1", "c byte 1", "ok"],
+            "byte {byte}"
+        );
+    }
+    assert_eq!(
+        bool_through_steps(1),
+        ["rust true byte 1", "c byte 1", "ok"]
+    );
+    assert_eq!(
+        bool_through_steps(0),
+        ["rust false byte 0", "c byte 0", "ok"]
+    );
+}

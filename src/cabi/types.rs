@@ -59,7 +59,9 @@ pub struct FutoInType {
 pub union FutoInValueData {
     /// Pointer payloads: strings, arrays.
     pub p: *const c_void,
-    /// `bool`
+    /// `bool`. C code may leave any byte here: read `u8` (non-zero is
+    /// true), as this field is undefined behaviour for bytes other than
+    /// 0 and 1.
     pub b: bool,
     /// `int8_t`
     pub i8: i8,

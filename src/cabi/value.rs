@@ -266,9 +266,12 @@ unsafe fn value_from_c(slot: &mut FutoInBinaryValue, i: usize) -> Result<Value, 
         return Err(bad(i, format!("unknown type flags {flags:#04x}")));
     }
     // SAFETY: the union member matching the base type (caller's contract).
+    // A BOOL is read as its byte, as C reads a bool (any non-zero byte is
+    // true): C code may store any byte there, and a Rust bool must be 0
+    // or 1.
     let v = unsafe {
         match base {
-            FTN_TYPE_BOOL => Ok(Value::Bool(slot.v.b)),
+            FTN_TYPE_BOOL => Ok(Value::Bool(slot.v.u8 != 0)),
             FTN_TYPE_INT8 => Ok(Value::I8(slot.v.i8)),
             FTN_TYPE_INT16 => Ok(Value::I16(slot.v.i16)),
             FTN_TYPE_INT32 => Ok(Value::I32(slot.v.i32)),
