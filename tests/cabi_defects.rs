@@ -131,6 +131,7 @@ impl Drop for Fixture {
 }
 
 const SECS: Duration = Duration::from_secs(5);
+const QUIET: Duration = Duration::from_millis(300);
 
 unsafe extern "C" fn report_ok(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
     send(data, "ok");
@@ -327,4 +328,101 @@ fn bool_byte_other_than_0_or_1_is_true() {
         bool_through_steps(0),
         ["rust false byte 0", "c byte 0", "ok"]
     );
+}
+
+// ---------------------------------------------------------------------------
+// A Rust value in C args whose Drop panics
+// ---------------------------------------------------------------------------
+
+struct Bomb;
+impl futoin_asyncsteps::ArgValue for Bomb {}
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("Bomb dropped");
+    }
+}
+
+unsafe extern "C" fn rust_gives_bomb(
+    bsi: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    // SAFETY: the handle and args this callback got.
+    unsafe { futoin_asyncsteps::cabi::wrap_step(bsi, args, |s, ()| s.success((Bomb,))) };
+}
+
+unsafe extern "C" fn c_leaves_args(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    // SAFETY: the args this callback got.
+    let flags = unsafe { (*(*args).args[0].type_).flags };
+    send(data, format!("C step got flags {flags:#04x}"));
+}
+
+/// The args left in a C step are reset when it returns: the Rust value's
+/// cleanup drops it, and its panic must not reach C (which aborts).
+#[test]
+fn panicking_drop_of_a_rust_value_reset_after_a_c_step() {
+    if ran_in_child("panicking_drop_of_a_rust_value_reset_after_a_c_step") {
+        return;
+    }
+    let fx = Fixture::new();
+    let d = fx.d();
+    call!(fx.root, add(fx.root, d, Some(rust_gives_bomb), None));
+    call!(fx.root, add(fx.root, d, Some(c_leaves_args), None));
+    call!(fx.root, add(fx.root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["C step got flags 0x01", "ok"]);
+}
+
+/// A value C moved out of its args.
+struct Moved(FutoInBinaryValue);
+// SAFETY: the runtime's Rust values given to C may be cleaned up on any
+// thread (their types are `Send`).
+unsafe impl Send for Moved {}
+
+/// Where a moved-out value goes (see `c_moves_value_out`).
+static MOVED: Mutex<Option<Moved>> = Mutex::new(None);
+
+unsafe extern "C" fn c_moves_value_out(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    let args = args as *mut FutoInArgs;
+    // SAFETY: the args this callback got; moving a value out (copy it,
+    // set the slot's type to NULL) is allowed by the header.
+    let v = unsafe {
+        let slot = &mut (*args).args[0];
+        let v = std::ptr::read(slot);
+        slot.type_ = std::ptr::null();
+        v
+    };
+    *MOVED.lock().unwrap() = Some(Moved(v));
+    send(data, "moved");
+}
+
+/// The same value moved out by C and cleaned up later by C itself (what
+/// `futoin_reset_binval` does), on a thread of C's.
+#[test]
+fn panicking_drop_of_a_rust_value_reset_by_c() {
+    if ran_in_child("panicking_drop_of_a_rust_value_reset_by_c") {
+        return;
+    }
+    let fx = Fixture::new();
+    let d = fx.d();
+    call!(fx.root, add(fx.root, d, Some(rust_gives_bomb), None));
+    call!(fx.root, add(fx.root, d, Some(c_moves_value_out), None));
+    call!(fx.root, add(fx.root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["moved", "ok"]);
+    let Moved(mut v) = MOVED.lock().unwrap().take().expect("moved");
+    // SAFETY: the runtime's own type for the value, its cleanup run once.
+    let cleanup = unsafe { (*v.type_).cleanup }.expect("a Rust value has a cleanup");
+    // SAFETY: as above.
+    unsafe { cleanup(&mut v) };
+    send(d, "cleaned up");
+    assert_eq!(fx.until_end(QUIET), ["cleaned up"]);
 }

@@ -183,13 +183,15 @@ unsafe extern "C" fn free_bytes(v: *mut FutoInBinaryValue) {
     }
 }
 
-/// Cleanup of a Rust value wrapped as a custom object.
+/// Cleanup of a Rust value wrapped as a custom object. A panicking Drop
+/// must not unwind into C (that aborts the process); as with the other
+/// values dropped for C, it has nobody to report to, and is ignored.
 unsafe extern "C" fn free_rust(v: *mut FutoInBinaryValue) {
     // SAFETY: called through T_RUST, set only by `to_c` on a leaked
-    // `Box<Box<dyn CustomValue>>` in custom_data.
-    unsafe {
-        drop(Box::from_raw((*v).custom_data as *mut Box<dyn CustomValue>));
-    }
+    // `Box<Box<dyn CustomValue>>` in custom_data; a cleanup runs once per
+    // value.
+    let b = unsafe { Box::from_raw((*v).custom_data as *mut Box<dyn CustomValue>) };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(b)));
 }
 
 fn bad(slot: usize, what: impl std::fmt::Display) -> Error {
