@@ -32,7 +32,10 @@
  * "InternalError" and error_info says what was wrong; elsewhere the call is
  * a no-op (functions returning a pointer return NULL). NULL args to
  * success() means no result values; a NULL error handler passes errors up;
- * a NULL cleanup is never called.
+ * a NULL cleanup is never called. A handle that is not one of the table's
+ * own kind (another implementation's, or a root given to a step's table)
+ * is treated as a stale one: isValid() gives 0 and every other call is a
+ * no-op; only its api field is read.
  */
 
 #ifndef FUTOIN_ASYNCSTEPS_H

@@ -426,3 +426,154 @@ fn panicking_drop_of_a_rust_value_reset_by_c() {
     send(d, "cleaned up");
     assert_eq!(fx.until_end(QUIET), ["cleaned up"]);
 }
+
+// ---------------------------------------------------------------------------
+// Another implementation's handle given to this runtime's tables
+// ---------------------------------------------------------------------------
+
+/// Another implementation's handle: the spec's header plus fields of its
+/// own ("extendable by implementation").
+#[repr(C)]
+struct ForeignHandle {
+    hdr: FutoInAsyncSteps,
+    own: [usize; 8],
+}
+
+/// The foreign handle's table: every entry NULL (none may be called).
+// SAFETY: a table of `Option<fn>` entries, all None when zeroed.
+static FOREIGN_API: FutoInAsyncStepsAPI = unsafe { std::mem::zeroed() };
+
+unsafe extern "C" fn never_loop(_: *mut FutoInAsyncSteps, data: *mut c_void) {
+    send(data, "a loop body ran");
+}
+unsafe extern "C" fn never_repeat(_: *mut FutoInAsyncSteps, data: *mut c_void, _: usize) {
+    send(data, "a repeat body ran");
+}
+unsafe extern "C" fn never_cancel(_: *mut FutoInAsyncSteps, data: *mut c_void) {
+    send(data, "a cancel callback ran");
+}
+unsafe extern "C" fn never_sched(data: *mut c_void) {
+    send(data, "a scheduled callback ran");
+}
+unsafe extern "C" fn never_alloc(_: *mut c_void) -> *mut c_void {
+    panic!("allocate() ran for a foreign handle");
+}
+
+/// Calls every entry of `table` with handle `h`; what each returned.
+fn every_entry(table: &FutoInAsyncStepsAPI, h: *mut FutoInAsyncSteps, d: *mut c_void) -> String {
+    let mut r = vec![];
+    let mut out = FutoInArgs::EMPTY;
+    let mut task = FutoInHandle::EMPTY;
+    // SAFETY: entries of one of this runtime's tables, with arguments as
+    // the header describes them; `h` is readable up to its `api`.
+    unsafe {
+        table.add.unwrap()(h, d, Some(report_ok), Some(report_error));
+        r.push(format!(
+            "parallel {:?}",
+            table.parallel.unwrap()(h, d, None)
+        ));
+        let sv = table.state_variable.unwrap()(h, d, c"v".as_ptr(), Some(never_alloc), None);
+        r.push(format!("stateVariable {sv:?}"));
+        r.push(format!("stack {:?}", table.stack.unwrap()(h, 8, None)));
+        table.success.unwrap()(h, &mut out);
+        table.handle_error.unwrap()(h, c"NotFound".as_ptr(), c"x".as_ptr());
+        table.set_timeout.unwrap()(h, 1);
+        table.set_cancel.unwrap()(h, d, Some(never_cancel));
+        table.wait_external.unwrap()(h);
+        table.loop_.unwrap()(h, d, Some(never_loop), std::ptr::null());
+        table.repeat.unwrap()(h, d, 3, Some(never_repeat), std::ptr::null());
+        table.break_loop.unwrap()(h, std::ptr::null());
+        table.continue_loop.unwrap()(h, std::ptr::null());
+        table.execute.unwrap()(h, d, Some(report_unhandled));
+        table.cancel.unwrap()(h);
+        table.add_sync.unwrap()(h, std::ptr::null_mut(), d, Some(report_ok), None);
+        r.push(format!("rootId {}", table.root_id.unwrap()(h)));
+        r.push(format!("isValid {}", table.is_valid.unwrap()(h)));
+        r.push(format!("newInstance {:?}", table.new_instance.unwrap()(h)));
+        table.free.unwrap()(h);
+        let i = table.sched_immediate.unwrap()(h, d, Some(never_sched));
+        let t = table.sched_deferred.unwrap()(h, 1, d, Some(never_sched));
+        r.push(format!(
+            "sched {} {}",
+            i == FutoInHandle::EMPTY,
+            t == FutoInHandle::EMPTY
+        ));
+        table.sched_cancel.unwrap()(h, &mut task);
+        r.push(format!(
+            "sched_is_valid {}",
+            table.sched_is_valid.unwrap()(h, &mut task)
+        ));
+        r.push(format!(
+            "is_same_thread {}",
+            table.is_same_thread.unwrap()(h)
+        ));
+    }
+    r.join(", ")
+}
+
+static TABLE: AtomicPtr<FutoInAsyncStepsAPI> = AtomicPtr::new(null_mut());
+
+unsafe extern "C" fn grab_table(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    // SAFETY: the handle this callback got, with its table.
+    TABLE.store(unsafe { (*bsi).api } as *mut _, SeqCst);
+    send(data, "ok");
+}
+
+/// A pointer handed to another thread.
+#[derive(Clone, Copy)]
+struct P(usize);
+
+/// A foreign handle given to the step table, the root table and a root
+/// parallel's table: every entry is a no-op (NULL, 0, an empty task
+/// handle), never a read of the foreign fields, a hang or a crash, and
+/// the foreign handle is left as it was.
+#[test]
+fn foreign_handle_through_every_table_is_a_no_op() {
+    if ran_in_child("foreign_handle_through_every_table_is_a_no_op") {
+        return;
+    }
+    let fx = Fixture::new();
+    let d = fx.d();
+    call!(fx.root, add(fx.root, d, Some(grab_table), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["ok"]);
+    let par = call!(fx.root, parallel(fx.root, d, None));
+    let tables = [
+        ("step", TABLE.load(SeqCst) as *const FutoInAsyncStepsAPI),
+        // SAFETY: the fixture's root and its parallel's handle.
+        ("root", unsafe { (*fx.root).api }),
+        // SAFETY: as above.
+        ("root parallel", unsafe { (*par).api }),
+    ];
+    let expected = "parallel 0x0, stateVariable 0x0, stack 0x0, rootId 0, isValid 0, \
+                    newInstance 0x0, sched true true, sched_is_valid 0, is_same_thread 0";
+    for (name, table) in tables {
+        let foreign = Box::into_raw(Box::new(ForeignHandle {
+            hdr: FutoInAsyncSteps { api: &FOREIGN_API },
+            own: [usize::MAX; 8],
+        }));
+        let (t, f, dd) = (P(table as usize), P(foreign as usize), P(d as usize));
+        let (done_tx, done_rx) = channel();
+        // On a thread of its own, so that a hang is reported.
+        std::thread::spawn(move || {
+            // SAFETY: one of the runtime's tables (they are static).
+            let table = unsafe { &*(t.0 as *const FutoInAsyncStepsAPI) };
+            let r = every_entry(table, f.0 as *mut FutoInAsyncSteps, dd.0 as *mut c_void);
+            let _ = done_tx.send(r);
+        });
+        let got = done_rx
+            .recv_timeout(SECS)
+            .unwrap_or_else(|_| format!("{name}: hung"));
+        assert_eq!(got, expected, "{name} table");
+        // SAFETY: made above; no entry kept it.
+        let foreign = unsafe { Box::from_raw(foreign) };
+        assert!(std::ptr::eq(foreign.hdr.api, &FOREIGN_API), "{name} table");
+        assert_eq!(foreign.own, [usize::MAX; 8], "{name} table");
+    }
+    // No callback given to those calls ran.
+    assert_eq!(fx.until_end(QUIET), Vec::<String>::new());
+}

@@ -306,13 +306,20 @@ pub(crate) fn catch_fn(
     move |s, e| run_catch(s, e, eh, d)
 }
 
-/// The handle behind `p`, if it is one of ours... `p` comes from C.
+/// The handle behind `p`, if it is one of our step handles (None for NULL
+/// and for any other handle, such as another implementation's).
 ///
 /// # Safety
-/// `p` is NULL or a pointer this module gave out (vtable STEP_API).
+/// `p` is NULL or points to a `FutoInAsyncSteps` of any implementation,
+/// readable up to its `api` field.
 pub(crate) unsafe fn get<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a StepBsi> {
-    // SAFETY: caller's contract; handles are never freed.
-    unsafe { (p as *const StepBsi).as_ref() }
+    // SAFETY: caller's contract.
+    if !unsafe { is_ours(p) } {
+        return None;
+    }
+    // SAFETY: only `StepBsi::new` puts STEP_API in a handle, and a StepBsi
+    // starts with that header (`repr(C)`); step handles are never freed.
+    Some(unsafe { &*(p as *const StepBsi) })
 }
 
 /// Runs `f` on the step whose callback is running on this thread for `p`.
@@ -320,7 +327,8 @@ pub(crate) fn with_step<R>(
     p: *mut FutoInAsyncSteps,
     f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
 ) -> Option<R> {
-    // SAFETY: the vtable is reached only through handles we gave out.
+    // SAFETY: `p` is what C passed to an entry of the step table: NULL or
+    // a handle, which starts with its `api` field (header).
     let b: &'static StepBsi = unsafe { get(p) }?;
     if !b.live.load(Ordering::Acquire) || !b.on_loop() {
         return None;
@@ -396,8 +404,11 @@ pub(crate) fn fail_step(p: *mut FutoInAsyncSteps, e: Error) {
 }
 
 /// True for our step handles.
-pub(crate) fn is_ours(p: *mut FutoInAsyncSteps) -> bool {
-    // SAFETY: the caller's handle is readable up to its `api` field.
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn is_ours(p: *mut FutoInAsyncSteps) -> bool {
+    // SAFETY: caller's contract: a non-NULL `p` is readable up to `api`.
     !p.is_null() && std::ptr::eq(unsafe { (*p).api }, &STEP_API)
 }
 

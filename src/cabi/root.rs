@@ -94,11 +94,21 @@ pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
     Arc::into_raw(r) as *mut FutoInAsyncSteps
 }
 
+/// The root behind `p`, if it is one of our roots (None for NULL and for
+/// any other handle, such as another implementation's).
+///
 /// # Safety
-/// `p` is NULL or a root we gave out and C has not freed.
+/// `p` is NULL or points to a `FutoInAsyncSteps` of any implementation,
+/// readable up to its `api` field; one of our roots is one C has not freed.
 unsafe fn root<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a RootBsi> {
-    // SAFETY: caller's contract.
-    unsafe { (p as *const RootBsi).as_ref() }
+    // SAFETY: caller's contract: a non-NULL `p` is readable up to `api`.
+    if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_API) {
+        return None;
+    }
+    // SAFETY: only `new_root` puts ROOT_API in a handle, on an
+    // `Arc<RootBsi>` whose value starts with that header (`repr(C)`); C
+    // has not freed it (caller's contract).
+    Some(unsafe { &*(p as *const RootBsi) })
 }
 
 /// Runs `f`, turning a panic into nothing (it must not cross into C).
@@ -109,7 +119,7 @@ fn guard<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// A call that makes sense only inside a step: the root's flow will fail
 /// with an `InternalError` saying so.
 fn poison(p: *mut FutoInAsyncSteps, what: &'static str) {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     if let Some(r) = unsafe { root(p) } {
         guard(|| {
             r.inner.lock().model.add(move |_, ()| -> crate::StepResult {
@@ -127,7 +137,7 @@ unsafe extern "C" fn add(
     f: ExecuteCallback,
     eh: ErrorCallback,
 ) {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return;
     };
@@ -146,7 +156,7 @@ unsafe extern "C" fn parallel(
     data: *mut c_void,
     eh: ErrorCallback,
 ) -> *mut FutoInAsyncSteps {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return std::ptr::null_mut();
     };
@@ -176,11 +186,14 @@ unsafe extern "C" fn par_add(
     f: ExecuteCallback,
     eh: ErrorCallback,
 ) {
-    // SAFETY: ROOT_PAR_API handles are RootPar boxes owned by their root,
-    // alive while the root is (C must not use them after freeing it).
-    let Some(par) = (unsafe { (p as *const RootPar).as_ref() }) else {
+    // SAFETY: the handle C passed: NULL or readable up to `api`.
+    if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_PAR_API) {
         return;
-    };
+    }
+    // SAFETY: only `parallel` puts ROOT_PAR_API in a handle, on a RootPar
+    // box owned by its root, alive while the root is (C must not use it
+    // after freeing the root).
+    let par = unsafe { &*(p as *const RootPar) };
     // SAFETY: as above.
     let r = unsafe { &*par.root };
     guard(|| {
@@ -202,7 +215,7 @@ unsafe extern "C" fn state_variable(
     allocate: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
     cleanup: Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
 ) -> *mut c_void {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return std::ptr::null_mut();
     };
@@ -309,14 +322,15 @@ impl Drop for KeepRoot {
 }
 
 unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: ErrorCallback) {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     if unsafe { root(p) }.is_none() {
         return;
     }
     // A reference of this call's own: the flow may end, and C free the
     // root (from its unhandled-error callback, or from a step), before
     // this call is done with it.
-    // SAFETY: `p` is a live Arc<RootBsi> (C has not freed it).
+    // SAFETY: `p` is one of our roots (checked above): a live
+    // Arc<RootBsi> (C has not freed it).
     let r = unsafe {
         Arc::increment_strong_count(p as *const RootBsi);
         Arc::from_raw(p as *const RootBsi)
@@ -404,7 +418,7 @@ fn cancel_run(r: &RootBsi) {
 }
 
 unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     if let Some(r) = unsafe { root(p) } {
         guard(|| cancel_run(r));
     }
@@ -417,7 +431,7 @@ unsafe extern "C" fn add_sync(
     f: ExecuteCallback,
     eh: ErrorCallback,
 ) {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return;
     };
@@ -438,17 +452,17 @@ unsafe extern "C" fn add_sync(
 }
 
 unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     unsafe { root(p) }.map_or(0, |r| r.id)
 }
 
 unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     unsafe { root(p) }.is_some() as c_int
 }
 
 unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return std::ptr::null_mut();
     };
@@ -456,10 +470,11 @@ unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncS
 }
 
 unsafe extern "C" fn free(p: *mut FutoInAsyncSteps) {
-    if p.is_null() {
+    // SAFETY: the handle C passed (see `root`).
+    if unsafe { root(p) }.is_none() {
         return;
     }
-    // SAFETY: C gives back its reference to a root we gave out.
+    // SAFETY: one of our roots (checked above): C gives back its reference.
     let r = unsafe { Arc::from_raw(p as *const RootBsi) };
     guard(|| cancel_run(&r));
     drop(r);
@@ -473,7 +488,7 @@ fn schedule(
     data: *mut c_void,
     cb: SchedCallback,
 ) -> FutoInHandle {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let (Some(r), Some(cb)) = (unsafe { root(p) }, cb) else {
         return FutoInHandle::EMPTY;
     };
@@ -504,7 +519,7 @@ unsafe extern "C" fn sched_deferred(
     schedule(p, Some(ms), data, cb)
 }
 unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
-    // SAFETY: vtable entries get our roots.
+    // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return 0;
     };

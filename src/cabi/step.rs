@@ -367,12 +367,12 @@ unsafe extern "C" fn add_sync(
 }
 
 unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
-    // SAFETY: a handle we gave out, or NULL.
+    // SAFETY: the handle C passed: NULL or readable up to `api`.
     unsafe { get(p) }.map_or(0, |b| b.root_id.load(Ordering::Relaxed))
 }
 
 unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
-    // SAFETY: a handle we gave out, or NULL.
+    // SAFETY: the handle C passed: NULL or readable up to `api`.
     unsafe { get(p) }.map_or(0, |b| b.live.load(Ordering::Acquire) as c_int)
 }
 
@@ -433,7 +433,7 @@ fn schedule(
     if let Some(h) = inside {
         return h;
     }
-    // SAFETY: a handle we gave out, or NULL.
+    // SAFETY: the handle C passed: NULL or readable up to `api`.
     if let Some(b) = unsafe { get(p) } {
         if let Some(t) = b.tool.lock().clone() {
             schedule_on(&t, delay, call);
@@ -477,7 +477,7 @@ unsafe extern "C" fn sched_is_valid(p: *mut FutoInAsyncSteps, h: *mut FutoInHand
 }
 
 unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
-    // SAFETY: a handle we gave out, or NULL.
+    // SAFETY: the handle C passed: NULL or readable up to `api`.
     unsafe { get(p) }.is_some_and(|b| b.live.load(Ordering::Acquire) && b.on_loop()) as c_int
 }
 

@@ -100,7 +100,8 @@ pub unsafe extern "C" fn futoin_sync_free(sync: *mut FutoInSync) {
 /// sync objects protect a section, so they are used with `addSync`.
 unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {
     let info = "this runtime's sync objects are used through addSync(), not lock()/unlock()";
-    if is_ours(bsi) {
+    // SAFETY: the handle the caller passed: NULL or readable up to `api`.
+    if unsafe { is_ours(bsi) } {
         fail_step(bsi, Error::with_info(codes::NOT_IMPLEMENTED, info));
     } else if let Some(he) =
         // SAFETY: a foreign handle (or NULL) and its table, as the spec
