@@ -194,7 +194,12 @@ struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_execute_callback f,
                     FutoInAsyncSteps_error_callback eh);
             /* Index 1: returns the parallel's own handle; add its branches
-             * with its add(), before the calling callback returns. */
+             * with its add(), before the calling callback returns. On a
+             * root, before execute() takes the model: after that (while
+             * the flow runs, or later) its add() adds nothing and the
+             * root's next run fails with "InternalError" (detected for at
+             * least the next 256 parallels made on that root; the handle
+             * is freed with the root). */
             FutoInAsyncSteps* (*parallel)(
                     FutoInAsyncSteps* bsi,
                     void* data,

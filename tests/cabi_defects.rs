@@ -122,6 +122,31 @@ impl Fixture {
     }
 }
 
+static IDLE: u8 = 0;
+
+unsafe extern "C" fn alloc_idle(_: *mut c_void) -> *mut c_void {
+    &IDLE as *const u8 as *mut c_void
+}
+
+impl Fixture {
+    /// Waits until the root's flow has ended (a root's stateVariable gives
+    /// NULL while its flow runs).
+    fn wait_idle(&self) {
+        let name = c"cabi_defects.idle".as_ptr();
+        for _ in 0..5_000 {
+            let p = call!(
+                self.root,
+                state_variable(self.root, null_mut(), name, Some(alloc_idle), None)
+            );
+            if !p.is_null() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the root's flow did not end");
+    }
+}
+
 impl Drop for Fixture {
     fn drop(&mut self) {
         call!(self.root, free(self.root));
@@ -576,4 +601,99 @@ fn foreign_handle_through_every_table_is_a_no_op() {
     }
     // No callback given to those calls ran.
     assert_eq!(fx.until_end(QUIET), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------
+// A root parallel's handle after execute() took its model
+// ---------------------------------------------------------------------------
+
+unsafe extern "C" fn branch_a(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    send(data, "A");
+}
+unsafe extern "C" fn branch_b(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    send(data, "B");
+}
+unsafe extern "C" fn branch_c(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    send(data, "C");
+}
+
+/// The first run's parallel handle, used in the second run's model: no
+/// branch goes to the second run's parallel (at the same place), and the
+/// second run fails; a third run is clean again.
+#[test]
+fn root_parallel_handle_of_an_earlier_run_adds_nothing_and_fails_the_next_run() {
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    let p1 = call!(root, parallel(root, null_mut(), None));
+    call!(p1, add(p1, d, Some(branch_a), None));
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["A", "ok"]);
+    fx.wait_idle();
+
+    let p2 = call!(root, parallel(root, null_mut(), None));
+    call!(p2, add(p2, d, Some(branch_c), None));
+    call!(p1, add(p1, d, Some(branch_b), None));
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["C", "unhandled InternalError"]);
+    fx.wait_idle();
+
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["ok"]);
+}
+
+static PAR: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
+
+unsafe extern "C" fn branch_adds_to_its_parallel(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    send(data, "A");
+    let p = PAR.load(SeqCst);
+    call!(p, add(p, data, Some(branch_b), None));
+}
+
+/// The running flow's parallel handle, used while it runs: the flow is
+/// not changed, and the root's next run fails.
+#[test]
+fn root_parallel_handle_used_while_its_flow_runs_fails_the_next_run() {
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    let p = call!(root, parallel(root, null_mut(), None));
+    PAR.store(p, SeqCst);
+    call!(p, add(p, d, Some(branch_adds_to_its_parallel), None));
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["A", "ok"]);
+    fx.wait_idle();
+
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["unhandled InternalError"]);
+}
+
+/// A root run many times with a parallel each time keeps a bounded number
+/// of parallel handles: after `QUARANTINE` stale ones, the oldest is
+/// reused (until then each stale one is detected).
+#[test]
+fn root_parallel_handles_are_reused_after_the_quarantine() {
+    use futoin_asyncsteps::cabi::QUARANTINE;
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    let mut handles = vec![];
+    for _ in 0..QUARANTINE + 2 {
+        let p = call!(root, parallel(root, null_mut(), None));
+        handles.push(p as usize);
+        call!(p, add(p, d, Some(branch_a), None));
+        call!(root, add(root, d, Some(report_ok), None));
+        fx.execute();
+        assert_eq!(fx.until_end(SECS), ["A", "ok"]);
+        fx.wait_idle();
+    }
+    let first: std::collections::HashSet<usize> = handles[..=QUARANTINE].iter().copied().collect();
+    assert_eq!(first.len(), QUARANTINE + 1);
+    assert_eq!(handles[QUARANTINE + 1], handles[0]);
 }

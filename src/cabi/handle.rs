@@ -25,7 +25,8 @@ use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 
-/// Released handles a loop thread keeps before reusing the oldest.
+/// Released handles a loop thread keeps before reusing the oldest (and
+/// the stale parallel handles a root keeps before reusing the oldest).
 pub const QUARANTINE: usize = 256;
 
 /// A raw pointer a callback carries to its loop thread (user `data`).

@@ -6,7 +6,7 @@
 //! any thread, even from the flow's own unhandled-error callback.
 
 use super::cvar::state_var;
-use super::handle::{catch_fn, exec_fn, schedule_on, thread_mark, SendPtr};
+use super::handle::{catch_fn, exec_fn, schedule_on, thread_mark, SendPtr, QUARANTINE};
 use super::noop;
 use super::types::*;
 use super::value::c_str;
@@ -17,9 +17,11 @@ use crate::steps::model::AsyncSteps;
 use crate::steps::result::Promise;
 use crate::steps::step::Step;
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Where a running C flow keeps its runtime (for `newInstance`).
@@ -43,11 +45,15 @@ struct RootInner {
     model: AsyncSteps,
     rt: RuntimeHandle,
     run: Run,
+    /// How many models `execute` has taken (the model being built goes
+    /// with the next one).
     gen: u64,
-    /// Handles of the model's parallels (freed with the root); boxed, as
-    /// C holds their addresses.
-    #[allow(clippy::vec_box)]
-    pars: Vec<Box<RootPar>>,
+    /// Handles of the model's parallels.
+    pars: Vec<ParBox>,
+    /// Handles of parallels whose model `execute` took, oldest first:
+    /// reused only when more than [`QUARANTINE`] wait, so that a stale one
+    /// is detected for at least that many newer parallels.
+    retired: VecDeque<ParBox>,
 }
 
 #[repr(C)]
@@ -61,6 +67,9 @@ pub(crate) struct RootBsi {
 }
 
 // SAFETY: `hdr.api` points to a static table; the rest is behind a mutex.
+// The RootPar handles `inner` owns are shared with C (any thread) only
+// through shared references: their `root` never changes, and the rest are
+// atomics.
 unsafe impl Send for RootBsi {}
 // SAFETY: as above.
 unsafe impl Sync for RootBsi {}
@@ -69,8 +78,42 @@ unsafe impl Sync for RootBsi {}
 #[repr(C)]
 struct RootPar {
     hdr: FutoInAsyncSteps,
+    /// The root that owns this handle (never changes).
     root: *const RootBsi,
-    idx: usize,
+    // Written and read with the root's lock held (atomics only so that the
+    // handle is never borrowed mutably while C holds its address):
+    /// The parallel's place in the model.
+    idx: AtomicUsize,
+    /// The root's `gen` when the parallel was added: the handle adds to
+    /// the model while the root's `gen` is the same.
+    gen: AtomicU64,
+}
+
+/// A `RootPar` owned by its root; C holds its address, so it is only ever
+/// read through shared references, and freed with the root.
+struct ParBox(NonNull<RootPar>);
+
+impl ParBox {
+    fn new(root: &RootBsi) -> Self {
+        ParBox(NonNull::from(Box::leak(Box::new(RootPar {
+            hdr: FutoInAsyncSteps { api: &ROOT_PAR_API },
+            root,
+            idx: AtomicUsize::new(0),
+            gen: AtomicU64::new(0),
+        }))))
+    }
+
+    fn get(&self) -> &RootPar {
+        // SAFETY: from `Box::leak` in `new`, freed only in `drop`.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for ParBox {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::leak` in `new`; dropped once, with its root.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
 }
 
 static NEXT_ID: AtomicIsize = AtomicIsize::new(1);
@@ -89,6 +132,7 @@ pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
             run: Run::Idle,
             gen: 0,
             pars: Vec::new(),
+            retired: VecDeque::new(),
         }),
     });
     Arc::into_raw(r) as *mut FutoInAsyncSteps
@@ -168,12 +212,14 @@ unsafe extern "C" fn parallel(
             Some(eh) => i.model.parallel_catch(catch_fn(eh, d)),
         };
         let idx = i.model.len() - 1;
-        let mut par = Box::new(RootPar {
-            hdr: FutoInAsyncSteps { api: &ROOT_PAR_API },
-            root: r,
-            idx,
-        });
-        let ptr = &mut *par as *mut RootPar as *mut FutoInAsyncSteps;
+        let par = if i.retired.len() > QUARANTINE {
+            i.retired.pop_front().expect("not empty")
+        } else {
+            ParBox::new(r)
+        };
+        par.get().idx.store(idx, Ordering::Relaxed);
+        par.get().gen.store(i.gen, Ordering::Relaxed);
+        let ptr = par.0.as_ptr().cast::<FutoInAsyncSteps>();
         i.pars.push(par);
         ptr
     })
@@ -190,16 +236,27 @@ unsafe extern "C" fn par_add(
     if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_PAR_API) {
         return;
     }
-    // SAFETY: only `parallel` puts ROOT_PAR_API in a handle, on a RootPar
-    // box owned by its root, alive while the root is (C must not use it
-    // after freeing the root).
+    // SAFETY: only `ParBox::new` puts ROOT_PAR_API in a handle, on a
+    // RootPar owned by its root, alive while the root is (C must not use
+    // it after freeing the root); it is only ever borrowed shared.
     let par = unsafe { &*(p as *const RootPar) };
-    // SAFETY: as above.
+    // SAFETY: as above: its root is alive.
     let r = unsafe { &*par.root };
     guard(|| {
         let d = SendPtr(data);
         let mut i = r.inner.lock();
-        if let Some(mut m) = i.model.parallel_at(par.idx) {
+        if par.gen.load(Ordering::Relaxed) != i.gen {
+            // The model went to a flow (running or ended): the branch would
+            // be lost, or added to another parallel. The next run says so.
+            i.model.add(|_, ()| -> crate::StepResult {
+                Err(Error::internal(
+                    "add() on a root parallel's handle after execute() took its model",
+                ))
+            });
+            return;
+        }
+        let idx = par.idx.load(Ordering::Relaxed);
+        if let Some(mut m) = i.model.parallel_at(idx) {
             match eh {
                 None => m.add(exec_fn(f, d)),
                 Some(eh) => m.add_catch(exec_fn(f, d), catch_fn(eh, d)),
@@ -351,6 +408,9 @@ unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: Er
         }
         i.gen += 1;
         let gen = i.gen;
+        // The model's parallel handles are stale from now on.
+        let taken = std::mem::take(&mut i.pars);
+        i.retired.extend(taken);
         i.run = Run::Running {
             gen,
             promise: None,
