@@ -13,8 +13,13 @@
  * Threads. Step callbacks run on the loop thread that owns the flow.
  * success() and handle_error() on a waiting step, and cancel() and free()
  * on a root, may be called from any thread: they are marshalled to the
- * flow's loop and never block. Every other call is for the flow's loop
- * thread, inside a callback that received the handle.
+ * flow's loop and never block. isValid(), rootId(), is_same_thread() and
+ * sched_is_valid() (0 there) may be called from any thread too. Every other
+ * call is for the flow's loop thread, inside a callback that received the
+ * handle: made on a step's handle from another thread while the step
+ * lives, it fails the step with "InternalError" (error_info names the
+ * call), a waiting step at once, any other step when its callback returns
+ * (a call racing with the end of the step is a no-op, as on a stale one).
  *
  * Handles. The FutoInAsyncSteps* given to a callback stands for that step
  * (or, in an error handler, for the failed step) and stays valid while the
@@ -285,10 +290,10 @@ struct FutoInAsyncStepsAPI_
              * cancels a flow that still runs. */
             void (*free)(FutoInAsyncSteps* bsi);
             /* Index 20..23: the AsyncTool of the flow's loop. Called off
-             * that loop's thread (or on a root that is not running), the
-             * callback is still scheduled, but the returned handle is
-             * empty: sched_is_valid() gives 0 and sched_cancel() does
-             * nothing for it. */
+             * that loop's thread on a waiting step (or on a root that is
+             * not running), the callback is still scheduled, but the
+             * returned handle is empty: sched_is_valid() gives 0 and
+             * sched_cancel() does nothing for it. */
             FutoInHandle (*sched_immediate)(
                     FutoInAsyncSteps* bsi, void* data, void (*cb)(void* data));
             /* Index 21 */

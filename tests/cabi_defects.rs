@@ -697,3 +697,196 @@ fn root_parallel_handles_are_reused_after_the_quarantine() {
     assert_eq!(first.len(), QUARANTINE + 1);
     assert_eq!(handles[QUARANTINE + 1], handles[0]);
 }
+
+// ---------------------------------------------------------------------------
+// Step calls from another thread
+// ---------------------------------------------------------------------------
+
+/// The error a step gets for the call `what` made from another thread.
+fn off_loop_error(what: &str) -> String {
+    format!(
+        "InternalError: {what} called from a thread other than the step's loop: \
+         only success() and handle_error() of a waiting step may be"
+    )
+}
+
+/// What `calls_from_a_thread` does from its thread.
+static KIND: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+unsafe extern "C" fn never_step(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    send(data, "a step added from another thread ran");
+}
+
+/// From a thread it joins before returning, a step calls its handle (or
+/// its parallel's) as `KIND` says; it waits only in case 7.
+unsafe extern "C" fn calls_from_a_thread(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    let kind = KIND.load(SeqCst);
+    if kind == 7 {
+        call!(bsi, wait_external(bsi));
+    }
+    let h = if kind == 6 {
+        call!(bsi, parallel(bsi, null_mut(), None))
+    } else {
+        bsi
+    };
+    let (h, d) = (P(h as usize), P(data as usize));
+    std::thread::spawn(move || {
+        let (h, d) = (h.0 as *mut FutoInAsyncSteps, d.0 as *mut c_void);
+        match kind {
+            0 => {
+                call!(h, add(h, d, Some(never_step), None));
+                call!(h, handle_error(h, c"NotFound".as_ptr(), c"lost?".as_ptr()));
+            }
+            1 => call!(h, handle_error(h, c"NotFound".as_ptr(), c"lost?".as_ptr())),
+            2 => call!(h, success(h, null_mut())),
+            3 => {
+                call!(h, sched_immediate(h, d, Some(never_sched)));
+            }
+            4 => {
+                call!(h, stack(h, 8, None));
+            }
+            5 => call!(h, set_timeout(h, 1)),
+            _ => call!(h, add(h, d, Some(never_step), None)),
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// A call on a step made from another thread while its callback runs
+/// (all but success()/handle_error() of a waiting step): the step fails
+/// with an InternalError naming the (first) call, instead of the call
+/// being dropped.
+#[test]
+fn step_calls_from_another_thread_fail_the_step() {
+    let cases = [
+        (0, "add()"),
+        (1, "handle_error()"),
+        (2, "success()"),
+        (3, "sched_immediate()"),
+        (4, "stack()"),
+        (5, "setTimeout()"),
+        (6, "add()"),
+        (7, "add()"),
+    ];
+    for (kind, what) in cases {
+        KIND.store(kind, SeqCst);
+        let fx = Fixture::new();
+        let (root, d) = (fx.root, fx.d());
+        call!(
+            root,
+            add(root, d, Some(calls_from_a_thread), Some(report_error))
+        );
+        call!(root, add(root, d, Some(report_ok), None));
+        fx.execute();
+        assert_eq!(
+            fx.until_end(SECS),
+            [off_loop_error(what), "ok".into()],
+            "case {kind}"
+        );
+    }
+}
+
+unsafe extern "C" fn waits_then_thread_adds(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    call!(bsi, wait_external(bsi));
+    let (h, d) = (P(bsi as usize), P(data as usize));
+    // Not joined: the call comes while the step waits.
+    std::thread::spawn(move || {
+        let (h, d) = (h.0 as *mut FutoInAsyncSteps, d.0 as *mut c_void);
+        std::thread::sleep(Duration::from_millis(20));
+        call!(h, add(h, d, Some(never_step), None));
+    });
+}
+
+/// A call other than success()/handle_error() on a waiting step, from
+/// another thread: the step fails at once (it waited for good).
+#[test]
+fn off_thread_call_on_a_waiting_step_fails_it() {
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    call!(
+        root,
+        add(root, d, Some(waits_then_thread_adds), Some(report_error))
+    );
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    // Unreported, the step would wait for good.
+    assert_eq!(
+        fx.until_end(Duration::from_secs(2)),
+        [off_loop_error("add()"), "ok".into()]
+    );
+}
+
+/// Whether `waits_then_thread_completes` fails its step.
+static COMPLETION_FAILS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+static INT32_T: FutoInType = FutoInType {
+    flags: FTN_TYPE_INT32,
+    cleanup: None,
+};
+
+unsafe extern "C" fn waits_then_thread_completes(
+    bsi: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    call!(bsi, wait_external(bsi));
+    let fail = COMPLETION_FAILS.load(SeqCst);
+    let h = P(bsi as usize);
+    std::thread::spawn(move || {
+        let h = h.0 as *mut FutoInAsyncSteps;
+        std::thread::sleep(Duration::from_millis(20));
+        if fail {
+            call!(h, handle_error(h, c"NotFound".as_ptr(), c"gone".as_ptr()));
+        } else {
+            let mut out = FutoInArgs::EMPTY;
+            out.args[0].type_ = &INT32_T;
+            out.args[0].v.i32 = 7;
+            call!(h, success(h, &mut out));
+        }
+    });
+}
+
+unsafe extern "C" fn report_int(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    args: *const FutoInArgs,
+) {
+    // SAFETY: the args this callback got: one INT32.
+    let v = unsafe { (*args).args[0].v.i32 };
+    send(data, format!("got {v}"));
+}
+
+/// success() and handle_error() of a waiting step from another thread
+/// complete it, as before.
+#[test]
+fn off_thread_completion_of_a_waiting_step_still_works() {
+    for (fail, expected) in [(false, ["got 7", "ok"]), (true, ["NotFound: gone", "ok"])] {
+        COMPLETION_FAILS.store(fail, SeqCst);
+        let fx = Fixture::new();
+        let (root, d) = (fx.root, fx.d());
+        call!(
+            root,
+            add(
+                root,
+                d,
+                Some(waits_then_thread_completes),
+                Some(report_error)
+            )
+        );
+        if !fail {
+            call!(root, add(root, d, Some(report_int), None));
+        }
+        call!(root, add(root, d, Some(report_ok), None));
+        fx.execute();
+        assert_eq!(fx.until_end(SECS), expected, "fail {fail}");
+    }
+}

@@ -56,6 +56,11 @@ pub(crate) struct StepBsi {
     pub(crate) ext: Mutex<Option<ExternalHandle>>,
     /// The step's loop, for scheduling outside the callback.
     pub(crate) tool: Mutex<Option<ToolHandle>>,
+    /// A call that is for the step's loop came from another thread while
+    /// the step lived (see [`off_loop`]); the call it was is in
+    /// `off_loop_call`.
+    off_loop: AtomicBool,
+    off_loop_call: Mutex<Option<&'static str>>,
     // Loop thread only (checked with `owner` before any access):
     /// The step while its callback runs, else NULL.
     pub(crate) cur: Cell<*mut Step<'static>>,
@@ -124,6 +129,8 @@ impl StepBsi {
             root_id: AtomicIsize::new(0),
             ext: Mutex::new(None),
             tool: Mutex::new(None),
+            off_loop: AtomicBool::new(false),
+            off_loop_call: Mutex::new(None),
             cur: Cell::new(std::ptr::null_mut()),
             failed: Cell::new(None),
             waited: Cell::new(false),
@@ -196,6 +203,8 @@ fn set_up(b: &'static StepBsi, s: &mut Step<'_>) -> &'static StepBsi {
     b.failed.set(None);
     b.waited.set(false);
     b.par.set(None);
+    // A misuse recorded too late for the handle's previous step.
+    b.off_loop.store(false, Ordering::Relaxed);
     b.live.store(true, Ordering::Release);
     b
 }
@@ -215,12 +224,69 @@ fn release(b: &'static StepBsi) {
     let _ = LOCAL.try_with(|l| l.pool.borrow_mut().push_back(b));
 }
 
-/// Releases the parallel handles made in `b`'s callback (most have none).
+/// Releases the parallel handles made in `b`'s callback (most have none);
+/// the first call made on one of them from another thread, if any.
 #[inline]
-fn release_children(b: &StepBsi) {
+fn release_children(b: &StepBsi) -> Option<&'static str> {
+    let mut off = None;
     if !b.children.borrow().is_empty() {
         for c in b.children.take() {
+            off = off.or_else(|| take_off_loop(c));
             release(c);
+        }
+    }
+    off
+}
+
+/// Records a call made on `b`, a live handle, from a thread other than
+/// its loop's: `what` is for the loop (only success()/handle_error() of a
+/// waiting step, and the read-only calls, may come from elsewhere). A
+/// waiting step fails at once, through its external handle; any other
+/// step when its callback returns (`finish`). A call that races with the
+/// end of the step (`finish` has read the flag) counts as made after it:
+/// a no-op, as on a stale handle.
+fn off_loop(b: &StepBsi, what: &'static str) {
+    {
+        let mut call = b.off_loop_call.lock();
+        if !b.off_loop.load(Ordering::Relaxed) {
+            *call = Some(what);
+            b.off_loop.store(true, Ordering::Release);
+        }
+    }
+    // Read after the flag is set: a step that starts waiting after this
+    // read takes the `ext` lock after it, so its `finish` sees the flag.
+    let ext = b.ext.lock().clone();
+    if let Some(h) = ext {
+        let _ = h.fail(off_loop_error(what));
+    }
+}
+
+/// The error of a step that had a call from another thread.
+fn off_loop_error(what: &str) -> Error {
+    Error::internal(format!(
+        "{what} called from a thread other than the step's loop: only \
+         success() and handle_error() of a waiting step may be"
+    ))
+}
+
+/// The call recorded by [`off_loop`] on `b`, if any (cleared). Loop thread.
+#[inline]
+fn take_off_loop(b: &StepBsi) -> Option<&'static str> {
+    if !b.off_loop.load(Ordering::Acquire) {
+        return None;
+    }
+    let call = b.off_loop_call.lock().take();
+    b.off_loop.store(false, Ordering::Relaxed);
+    Some(call.unwrap_or("a call"))
+}
+
+/// Records an off-loop call of `what` on `p` (see [`off_loop`]), if `p`
+/// is a live handle of ours and this is not its loop's thread.
+pub(crate) fn flag_off_loop(p: *mut FutoInAsyncSteps, what: &'static str) {
+    // SAFETY: as in `with_step`.
+    if let Some(b) = unsafe { get(p) } {
+        if b.live.load(Ordering::Acquire) && !b.on_loop() {
+            off_loop(b, what);
         }
     }
 }
@@ -237,8 +303,12 @@ impl Drop for Keep {
 /// or, for a waiting step, when the step ends.
 pub(crate) fn finish(s: &mut Step<'_>, b: &'static StepBsi) -> StepResult {
     b.cur.set(std::ptr::null_mut());
-    release_children(b);
-    let r = b.failed.take();
+    let off = release_children(b).or_else(|| take_off_loop(b));
+    let mut r = b.failed.take();
+    if let Some(what) = off {
+        // Whatever the callback did, the flow must not go on silently.
+        r = Some(off_loop_error(what));
+    }
     if b.waited.get() && r.is_none() {
         s.stack(Keep(b));
     } else {
@@ -323,8 +393,24 @@ pub(crate) unsafe fn get<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a StepBsi> {
     Some(unsafe { &*(p as *const StepBsi) })
 }
 
-/// Runs `f` on the step whose callback is running on this thread for `p`.
+/// Runs `f` on the step whose callback is running on this thread for `p`;
+/// the call `what` on a live handle from another thread is recorded as a
+/// misuse (see [`off_loop`]).
 pub(crate) fn with_step<R>(
+    p: *mut FutoInAsyncSteps,
+    what: &'static str,
+    f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
+) -> Option<R> {
+    let r = try_step(p, f);
+    if r.is_none() {
+        flag_off_loop(p, what);
+    }
+    r
+}
+
+/// [`with_step`] for the calls that have a way on from another thread
+/// (their caller records the misuse when that fails too).
+pub(crate) fn try_step<R>(
     p: *mut FutoInAsyncSteps,
     f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
 ) -> Option<R> {
@@ -399,9 +485,10 @@ pub(crate) fn with_detached(root_id: isize, f: impl FnOnce(*mut FutoInAsyncSteps
     release(b);
 }
 
-/// Fails the step whose callback runs for `p` with `e`.
-pub(crate) fn fail_step(p: *mut FutoInAsyncSteps, e: Error) {
-    with_step(p, |_, b| b.fail(e, false));
+/// Fails the step whose callback runs for `p` with `e` (`what` is the
+/// call, for a misuse from another thread).
+pub(crate) fn fail_step(p: *mut FutoInAsyncSteps, what: &'static str, e: Error) {
+    with_step(p, what, |_, b| b.fail(e, false));
 }
 
 /// True for our step handles.
@@ -420,7 +507,23 @@ pub(crate) fn with_plain_step<R>(
     what: &'static str,
     f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
 ) -> Option<R> {
-    with_step(p, |s, b| {
+    with_step(p, what, plain(what, f)).flatten()
+}
+
+/// [`try_step`] for the calls a parallel's handle does not take.
+pub(crate) fn try_plain_step<R>(
+    p: *mut FutoInAsyncSteps,
+    what: &'static str,
+    f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
+) -> Option<R> {
+    try_step(p, plain(what, f)).flatten()
+}
+
+fn plain<R>(
+    what: &'static str,
+    f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
+) -> impl FnOnce(&mut Step<'_>, &'static StepBsi) -> Option<R> {
+    move |s, b| {
         if b.par.get().is_some() {
             b.fail(
                 Error::internal(format!("{what}: a parallel's handle only takes add()")),
@@ -429,8 +532,7 @@ pub(crate) fn with_plain_step<R>(
             return None;
         }
         Some(f(s, b))
-    })
-    .flatten()
+    }
 }
 
 /// Marks the step as waiting: its handle stays until the step ends, with

@@ -2,8 +2,8 @@
 
 use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
-    bind, bind_child, catch_fn, exec_fn, fail_step, finish, get, mark_wait, schedule_on, with_ext,
-    with_plain_step, with_step, SendPtr,
+    bind, bind_child, catch_fn, exec_fn, fail_step, finish, flag_off_loop, get, mark_wait,
+    schedule_on, try_plain_step, try_step, with_ext, with_plain_step, with_step, SendPtr,
 };
 use super::root;
 use super::types::*;
@@ -29,7 +29,7 @@ unsafe extern "C" fn add(
     eh: ErrorCallback,
 ) {
     let d = SendPtr(data);
-    with_step(p, |s, b| match b.par.get() {
+    with_step(p, "add()", |s, b| match b.par.get() {
         // A NULL callback for a branch fails the step adding it.
         Some(_) if f.is_none() => b.fail(
             Error::internal("add(): the execute callback is NULL"),
@@ -79,7 +79,7 @@ unsafe extern "C" fn state_variable(
     allocate: Allocate,
     cleanup: Cleanup2,
 ) -> *mut c_void {
-    with_step(p, |s, b| {
+    with_step(p, "stateVariable()", |s, b| {
         // SAFETY: a C string from the caller (or NULL, refused).
         let r = unsafe { c_str(name, "stateVariable(): name") }
             .and_then(|n| state_var(s.state(), n, data, allocate, cleanup));
@@ -148,7 +148,7 @@ unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
         Some(a) => unsafe { value::from_c(a) },
     };
     let mut a = Some(a);
-    let inside = with_plain_step(p, "success()", |s, b| match a.take().expect("once") {
+    let inside = try_plain_step(p, "success()", |s, b| match a.take().expect("once") {
         Ok(a) => {
             if let Err(e) = s.success(a) {
                 b.fail(e, false);
@@ -158,12 +158,16 @@ unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
     });
     if inside.is_none() {
         if let Some(a) = a {
-            with_ext(p, |h| match a {
+            // Off the callback: a waiting step completes from anywhere.
+            let outside = with_ext(p, |h| match a {
                 Ok(a) => {
                     let _ = h.success(a);
                 }
                 Err(e) => ext_error(h, e),
             });
+            if outside.is_none() {
+                flag_off_loop(p, "success()");
+            }
         }
     }
 }
@@ -194,14 +198,17 @@ unsafe extern "C" fn handle_error(
         }
     };
     let mut e = Some(e);
-    let inside = with_plain_step(p, "handle_error()", |s, b| {
+    let inside = try_plain_step(p, "handle_error()", |s, b| {
         let e = e.take().expect("once");
         s.state().set_error_info(e.info());
         b.fail(e, true);
     });
     if inside.is_none() {
         if let Some(e) = e {
-            with_ext(p, |h| ext_error(h, e));
+            // Off the callback: a waiting step fails from anywhere.
+            if with_ext(p, |h| ext_error(h, e)).is_none() {
+                flag_off_loop(p, "handle_error()");
+            }
         }
     }
 }
@@ -314,7 +321,8 @@ unsafe extern "C" fn repeat(
 }
 
 fn control(p: *mut FutoInAsyncSteps, l: *const c_char, brk: bool) {
-    with_step(p, |s, b| {
+    let what = if brk { "breakLoop()" } else { "continueLoop()" };
+    with_step(p, what, |s, b| {
         // SAFETY: the caller's label.
         let r = match unsafe { label(l) } {
             Err(e) => Err(e),
@@ -340,6 +348,7 @@ unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, l: *const c_char) {
 unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, _data: *mut c_void, _ue: ErrorCallback) {
     fail_step(
         p,
+        "execute()",
         Error::internal("execute(): only a root can be executed, not a step"),
     );
 }
@@ -347,6 +356,7 @@ unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, _data: *mut c_void, _ue: 
 unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
     fail_step(
         p,
+        "cancel()",
         Error::internal("cancel(): only a root can be cancelled; fail a step with handle_error()"),
     );
 }
@@ -377,9 +387,11 @@ unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
 }
 
 unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
-    with_step(p, |s, _| root::runtime_of(s).map(root::new_root))
-        .flatten()
-        .unwrap_or(std::ptr::null_mut())
+    with_step(p, "newInstance()", |s, _| {
+        root::runtime_of(s).map(root::new_root)
+    })
+    .flatten()
+    .unwrap_or(std::ptr::null_mut())
 }
 
 unsafe extern "C" fn free(_p: *mut FutoInAsyncSteps) {
@@ -411,9 +423,14 @@ fn schedule(
     data: *mut c_void,
     cb: SchedCallback,
 ) -> FutoInHandle {
+    let what = match delay {
+        None => "sched_immediate()",
+        Some(_) => "sched_deferred()",
+    };
     let Some(cb) = cb else {
         fail_step(
             p,
+            what,
             Error::internal("sched_immediate()/sched_deferred(): the callback is NULL"),
         );
         return FutoInHandle::EMPTY;
@@ -421,7 +438,7 @@ fn schedule(
     let d = SendPtr(data);
     // SAFETY: the user's callback with its data, on the loop thread.
     let call = move || unsafe { cb(d.get()) };
-    let inside = with_step(p, |s, _| {
+    let inside = try_step(p, |s, _| {
         let t = match delay {
             None => s.tool().immediate(move |_| call()),
             Some(ms) => s
@@ -434,10 +451,11 @@ fn schedule(
         return h;
     }
     // SAFETY: the handle C passed: NULL or readable up to `api`.
-    if let Some(b) = unsafe { get(p) } {
-        if let Some(t) = b.tool.lock().clone() {
-            schedule_on(&t, delay, call);
-        }
+    let tool = unsafe { get(p) }.and_then(|b| b.tool.lock().clone());
+    match tool {
+        // Off the callback: a waiting step's loop takes it from anywhere.
+        Some(t) => schedule_on(&t, delay, call),
+        None => flag_off_loop(p, what),
     }
     FutoInHandle::EMPTY
 }
@@ -460,7 +478,7 @@ unsafe extern "C" fn sched_deferred(
 }
 
 unsafe extern "C" fn sched_cancel(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) {
-    with_step(p, |s, _| {
+    with_step(p, "sched_cancel()", |s, _| {
         // SAFETY: the caller's handle, or NULL.
         if let Some(t) = unsafe { from_handle(s, h) } {
             s.tool().cancel(t);
@@ -469,7 +487,8 @@ unsafe extern "C" fn sched_cancel(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle
 }
 
 unsafe extern "C" fn sched_is_valid(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) -> c_int {
-    with_step(p, |s, _| {
+    // A query: from another thread it gives 0, as for an empty handle.
+    try_step(p, |s, _| {
         // SAFETY: the caller's handle, or NULL.
         unsafe { from_handle(s, h) }.is_some_and(|t| s.tool().is_valid(t)) as c_int
     })

@@ -102,7 +102,11 @@ unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync
     let info = "this runtime's sync objects are used through addSync(), not lock()/unlock()";
     // SAFETY: the handle the caller passed: NULL or readable up to `api`.
     if unsafe { is_ours(bsi) } {
-        fail_step(bsi, Error::with_info(codes::NOT_IMPLEMENTED, info));
+        fail_step(
+            bsi,
+            "lock()",
+            Error::with_info(codes::NOT_IMPLEMENTED, info),
+        );
     } else if let Some(he) =
         // SAFETY: a foreign handle (or NULL) and its table, as the spec
         // lays them out.
