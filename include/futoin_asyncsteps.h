@@ -211,7 +211,9 @@ struct FutoInAsyncStepsAPI_
                     FutoInAsyncSteps_error_callback eh);
             /* Index 2: allocate(data) runs once per name and flow; the same
              * pointer is returned after; cleanup(data, value) runs when the
-             * flow ends. The names "error_info" and "last_exception" are
+             * flow ends. allocate may call the handle; if that makes the
+             * same variable, that value is the one returned and kept, and
+             * the value allocate returns is cleaned up at once. The names "error_info" and "last_exception" are
              * predefined: they return a NUL-terminated const char* (or
              * NULL), valid until the next step runs. */
             void* (*stateVariable)(

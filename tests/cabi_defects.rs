@@ -890,3 +890,137 @@ fn off_thread_completion_of_a_waiting_step_still_works() {
         assert_eq!(fx.until_end(SECS), expected, "fail {fail}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// stateVariable() whose allocate calls the step's handle again
+// ---------------------------------------------------------------------------
+
+/// The handle `alloc_outer` calls.
+static VAR_STEP: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
+
+unsafe extern "C" fn alloc_inner(_: *mut c_void) -> *mut c_void {
+    2 as *mut c_void
+}
+
+/// An allocate that asks the step for the same variable, with another
+/// allocate: that inner call makes the variable first.
+unsafe extern "C" fn alloc_outer(data: *mut c_void) -> *mut c_void {
+    let h = VAR_STEP.load(SeqCst);
+    let inner = call!(
+        h,
+        state_variable(h, data, c"v".as_ptr(), Some(alloc_inner), Some(var_cleanup))
+    );
+    send(data, format!("inner got {}", inner as usize));
+    1 as *mut c_void
+}
+
+unsafe extern "C" fn var_cleanup(data: *mut c_void, v: *mut c_void) {
+    send(data, format!("cleanup {}", v as usize));
+}
+
+unsafe extern "C" fn step_with_var(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    VAR_STEP.store(bsi, SeqCst);
+    let outer = call!(
+        bsi,
+        state_variable(
+            bsi,
+            data,
+            c"v".as_ptr(),
+            Some(alloc_outer),
+            Some(var_cleanup)
+        )
+    );
+    send(data, format!("outer got {}", outer as usize));
+    let again = call!(bsi, state_variable(bsi, data, c"v".as_ptr(), None, None));
+    send(data, format!("again {}", again as usize));
+}
+
+/// allocate() runs with the step not borrowed, and may call the step's
+/// handle: here it makes the same variable through it. The value made
+/// first stays (every call returns it, its cleanup runs when the flow
+/// ends); the outer one is cleaned up at once.
+#[test]
+fn state_variable_allocate_may_make_the_same_variable_through_the_step() {
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    call!(root, add(root, d, Some(step_with_var), None));
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    let mut got = fx.until_end(SECS);
+    got.extend(fx.rx.recv_timeout(SECS));
+    assert_eq!(
+        got,
+        [
+            "inner got 2",
+            "cleanup 1",
+            "outer got 2",
+            "again 2",
+            "ok",
+            "cleanup 2"
+        ]
+    );
+}
+
+/// The step whose handle `calling_cleanup` calls.
+static CLEANUP_STEP: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
+
+/// A custom object's cleanup that calls a step's handle.
+unsafe extern "C" fn calling_cleanup(v: *mut FutoInBinaryValue) {
+    let h = CLEANUP_STEP.load(SeqCst);
+    // SAFETY: the value this cleanup is for; its data is the test's Tx.
+    let d = unsafe { (*v).custom_data };
+    let m = call!(h, stack(h, 8, None));
+    send(d, format!("stack() in the cleanup: NULL {}", m.is_null()));
+}
+
+static CALLING_T: FutoInType = FutoInType {
+    flags: FTN_TYPE_CUSTOM_OBJECT,
+    cleanup: Some(calling_cleanup),
+};
+
+/// success() twice, the second time with a value the runtime drops in
+/// that call: its cleanup calls the step's handle while the runtime holds
+/// the step.
+unsafe extern "C" fn success_twice_with_calling_value(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    CLEANUP_STEP.store(bsi, SeqCst);
+    call!(bsi, success(bsi, null_mut()));
+    let mut out = FutoInArgs::EMPTY;
+    out.args[0].type_ = &CALLING_T;
+    out.args[0].custom_data = data;
+    call!(bsi, success(bsi, &mut out));
+}
+
+/// A step call made from code another step call runs (a value's
+/// cleanup) is refused: it would be a second `&mut Step`.
+#[test]
+fn step_call_from_a_cleanup_run_inside_a_step_call_is_refused() {
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    call!(
+        root,
+        add(
+            root,
+            d,
+            Some(success_twice_with_calling_value),
+            Some(report_error)
+        )
+    );
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(
+        fx.until_end(SECS),
+        [
+            "stack() in the cleanup: NULL true",
+            "InternalError: success() called twice in the same step",
+            "ok"
+        ]
+    );
+}

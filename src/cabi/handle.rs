@@ -89,6 +89,9 @@ struct Local {
     /// Each stays valid until the next step callback starts here, also
     /// when another one is read after it.
     given: RefCell<Vec<CString>>,
+    /// A `try_step` runs its closure on this thread (which holds a
+    /// `&mut Step`).
+    in_step: Cell<bool>,
 }
 
 thread_local! {
@@ -97,6 +100,7 @@ thread_local! {
         Local {
             pool: RefCell::new(VecDeque::new()),
             given: RefCell::new(Vec::new()),
+            in_step: Cell::new(false),
         }
     };
 }
@@ -424,13 +428,29 @@ pub(crate) fn try_step<R>(
     if cur.is_null() {
         return None;
     }
+    // The closures given here run no user code that gets a handle (a
+    // user's allocate runs outside them: see `state_variable`), but a
+    // value's cleanup may run in one, and could still reach a handle:
+    // such a call back in is refused, and fails the step.
+    if LOCAL.try_with(|l| l.in_step.replace(true)).unwrap_or(true) {
+        b.fail(
+            Error::internal("a step call made from code another step call runs"),
+            false,
+        );
+        return None;
+    }
     // SAFETY: `cur` is set only while the step's callback runs on this
     // (the owner) thread, from the `&mut Step` that callback got; that
-    // reference is not used until the C callback returns, so this is the
-    // only live access to the step.
+    // reference is not used until the C callback returns. Every `&mut`
+    // made from a `cur` (of this handle, or of a parallel's handle made in
+    // the same callback, which holds the same step) is made here, on the
+    // owner thread, and `in_step` lets only one live at a time: this is
+    // the only live access to the step.
     let s = unsafe { &mut *cur };
     // A panic in the engine must not cross into C: it fails the step.
-    match catch_unwind(AssertUnwindSafe(|| f(s, b))) {
+    let r = catch_unwind(AssertUnwindSafe(|| f(s, b)));
+    let _ = LOCAL.try_with(|l| l.in_step.set(false));
+    match r {
         Ok(r) => Some(r),
         Err(p) => {
             b.fail(

@@ -79,16 +79,50 @@ unsafe extern "C" fn state_variable(
     allocate: Allocate,
     cleanup: Cleanup2,
 ) -> *mut c_void {
-    with_step(p, "stateVariable()", |s, b| {
-        // SAFETY: a C string from the caller (or NULL, refused).
-        let r = unsafe { c_str(name, "stateVariable(): name") }
-            .and_then(|n| state_var(s.state(), n, data, allocate, cleanup));
+    const WHAT: &str = "stateVariable()";
+    let null = std::ptr::null_mut();
+    // SAFETY: a C string from the caller (or NULL, refused).
+    let name = unsafe { c_str(name, "stateVariable(): name") };
+    // What the state has (or an error); None: a new variable to make.
+    let found = with_step(p, WHAT, |s, b| {
+        let r = name.clone().and_then(|n| {
+            let st = s.state();
+            let predefined = matches!(n, "error_info" | "last_exception");
+            if allocate.is_none() || predefined || st.contains(n) {
+                state_var(st, n, data, None, None).map(Some)
+            } else {
+                Ok(None)
+            }
+        });
         r.unwrap_or_else(|e| {
             b.fail(e, false);
-            std::ptr::null_mut()
+            Some(null)
+        })
+    });
+    let (Some(None), Ok(n)) = (found, name) else {
+        return found.flatten().unwrap_or(null);
+    };
+    // `allocate` is the caller's code and may call this handle again, so
+    // it runs with the step not borrowed.
+    let mut made = crate::State::new();
+    let v = state_var(&mut made, n, data, allocate, cleanup).unwrap_or(null);
+    let r = with_step(p, WHAT, |s, b| {
+        let st = s.state();
+        if !st.contains(n) {
+            st.copy_missing(&made);
+            return v;
+        }
+        // Made meanwhile (by `allocate`, through this handle): that one
+        // stays, and `made` is cleaned up below.
+        state_var(st, n, data, None, None).unwrap_or_else(|e| {
+            b.fail(e, false);
+            null
         })
     })
-    .unwrap_or(std::ptr::null_mut())
+    .unwrap_or(null);
+    // The value not kept is cleaned up here, with the step not borrowed.
+    drop(made);
+    r
 }
 
 /// A block from stack(): cleanup, then freed, when the step ends.
