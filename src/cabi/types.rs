@@ -54,6 +54,12 @@ pub struct FutoInType {
 }
 
 /// The payload union of [`FutoInBinaryValue`].
+///
+/// C code may read it through any member, all 8 bytes with `u64`: from
+/// Rust, write it whole, starting from `FutoInValueData { u64: 0 }` (as
+/// [`FutoInBinaryValue::EMPTY`] does) and then setting the member. A
+/// member narrower than the union, written alone, leaves the other bytes
+/// uninitialised.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union FutoInValueData {
@@ -110,14 +116,14 @@ impl FutoInBinaryValue {
 
 impl std::fmt::Debug for FutoInBinaryValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // SAFETY: every bit pattern of the 8-byte union is a valid u64.
-        let raw = unsafe { self.v.u64 };
+        // The payload is left out: which member it holds depends on the
+        // type, and one built in Rust from a narrower member has bytes
+        // that must not be read.
         f.debug_struct("FutoInBinaryValue")
             .field("type", &self.type_)
-            .field("v", &format_args!("{raw:#x}"))
             .field("custom_data", &self.custom_data)
             .field("length", &self.length)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

@@ -45,7 +45,16 @@ impl ArgValue for BinaryValue {}
 
 impl std::fmt::Debug for BinaryValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("BinaryValue").field(&self.0).finish()
+        let mut d = f.debug_struct("BinaryValue");
+        d.field("flags", &format_args!("{:#04x}", self.flags()));
+        if self.flags() & FTN_TYPE_ARRAY != 0 {
+            // SAFETY: an array's payload is its `p` member, written whole
+            // (from_raw contract: the value is what its type says).
+            d.field("p", &unsafe { self.0.v.p });
+        }
+        d.field("custom_data", &self.0.custom_data)
+            .field("length", &self.0.length)
+            .finish()
     }
 }
 
@@ -354,31 +363,39 @@ pub(crate) fn to_c(mut args: Args, out: &mut FutoInArgs) {
     }
 }
 
-fn prim(t: &'static FutoInType, v: FutoInValueData) -> FutoInBinaryValue {
+/// A payload with all 8 bytes set: zero, then `set` writes one member. A
+/// member narrower than the union, written alone, would leave the other
+/// bytes uninitialised, and C code may read the union whole.
+fn data(set: impl FnOnce(&mut FutoInValueData)) -> FutoInValueData {
+    let mut v = FutoInValueData { u64: 0 };
+    set(&mut v);
+    v
+}
+
+fn prim(t: &'static FutoInType, set: impl FnOnce(&mut FutoInValueData)) -> FutoInBinaryValue {
     FutoInBinaryValue {
         type_: t,
-        v,
+        v: data(set),
         custom_data: std::ptr::null_mut(),
         length: 0,
     }
 }
 
 fn value_to_c(v: Value) -> FutoInBinaryValue {
-    use FutoInValueData as D;
     match v {
-        Value::Bool(b) => prim(&T_BOOL, D { b }),
-        Value::I8(i8) => prim(&T_I8, D { i8 }),
-        Value::I16(i16) => prim(&T_I16, D { i16 }),
-        Value::I32(i32) => prim(&T_I32, D { i32 }),
-        Value::I64(i64) => prim(&T_I64, D { i64 }),
-        Value::Isize(x) => prim(&T_I64, D { i64: x as i64 }),
-        Value::U8(u8) => prim(&T_U8, D { u8 }),
-        Value::U16(u16) => prim(&T_U16, D { u16 }),
-        Value::U32(u32) => prim(&T_U32, D { u32 }),
-        Value::U64(u64) => prim(&T_U64, D { u64 }),
-        Value::Usize(x) => prim(&T_U64, D { u64: x as u64 }),
-        Value::F32(f) => prim(&T_F32, D { f }),
-        Value::F64(d) => prim(&T_F64, D { d }),
+        Value::Bool(b) => prim(&T_BOOL, |v| v.b = b),
+        Value::I8(x) => prim(&T_I8, |v| v.i8 = x),
+        Value::I16(x) => prim(&T_I16, |v| v.i16 = x),
+        Value::I32(x) => prim(&T_I32, |v| v.i32 = x),
+        Value::I64(x) => prim(&T_I64, |v| v.i64 = x),
+        Value::Isize(x) => prim(&T_I64, |v| v.i64 = x as i64),
+        Value::U8(x) => prim(&T_U8, |v| v.u8 = x),
+        Value::U16(x) => prim(&T_U16, |v| v.u16 = x),
+        Value::U32(x) => prim(&T_U32, |v| v.u32 = x),
+        Value::U64(x) => prim(&T_U64, |v| v.u64 = x),
+        Value::Usize(x) => prim(&T_U64, |v| v.u64 = x as u64),
+        Value::F32(x) => prim(&T_F32, |v| v.f = x),
+        Value::F64(x) => prim(&T_F64, |v| v.d = x),
         Value::Str(s) if s.len() < u32::MAX as usize => {
             let len = s.len();
             let mut b = Vec::with_capacity(len + 1);
@@ -387,9 +404,7 @@ fn value_to_c(v: Value) -> FutoInBinaryValue {
             let p = Box::into_raw(b.into_boxed_slice()) as *mut u8;
             FutoInBinaryValue {
                 type_: &T_STR,
-                v: D {
-                    p: p as *const c_void,
-                },
+                v: data(|v| v.p = p as *const c_void),
                 custom_data: std::ptr::null_mut(),
                 length: len as u32,
             }
@@ -399,9 +414,7 @@ fn value_to_c(v: Value) -> FutoInBinaryValue {
             let p = Box::into_raw(b) as *mut u8;
             FutoInBinaryValue {
                 type_: &T_BYTES,
-                v: D {
-                    p: p as *const c_void,
-                },
+                v: data(|v| v.p = p as *const c_void),
                 custom_data: std::ptr::null_mut(),
                 length: len as u32,
             }
@@ -423,7 +436,7 @@ fn value_to_c(v: Value) -> FutoInBinaryValue {
             };
             FutoInBinaryValue {
                 type_: &T_RUST,
-                v: D { u64: 0 },
+                v: data(|_| ()),
                 custom_data: Box::into_raw(Box::new(b)) as *mut c_void,
                 length: 0,
             }
