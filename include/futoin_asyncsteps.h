@@ -13,8 +13,10 @@
  * Threads. Step callbacks run on the loop thread that owns the flow.
  * success() and handle_error() on a waiting step, and cancel() and free()
  * on a root, may be called from any thread: they are marshalled to the
- * flow's loop and never block. isValid(), rootId(), is_same_thread() and
- * sched_is_valid() (0 there) may be called from any thread too. Every other
+ * flow's loop and never block. isValid(), rootId(), is_same_thread(),
+ * sched_is_valid() (0 there) and sched_cancel() (a no-op there) may be
+ * called from any thread too, and so may the scheduling calls on a waiting
+ * step (index 20..23). Every other
  * call is for the flow's loop thread, inside a callback that received the
  * handle: made on a step's handle from another thread while the step
  * lives, it fails the step with "InternalError" (error_info names the

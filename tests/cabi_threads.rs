@@ -417,3 +417,48 @@ fn values_given_to_c_have_every_payload_byte_set() {
         ]
     );
 }
+
+unsafe extern "C" fn sched_completes(data: *mut c_void) {
+    let h = data as *mut FutoInAsyncSteps;
+    call!(h, success(h, null_mut()));
+}
+
+/// Waits, and has another thread schedule the completion on the step's
+/// loop, then cancel the (empty) handle it got there.
+unsafe extern "C" fn waits_then_thread_schedules(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    call!(bsi, wait_external(bsi));
+    let (h, d) = (P(bsi as usize), P(data as usize));
+    std::thread::spawn(move || {
+        let h = h.0 as *mut FutoInAsyncSteps;
+        // The completion comes 50 ms later: this report goes first.
+        let mut t = call!(h, sched_deferred(h, 50, h.cast(), Some(sched_completes)));
+        let valid = call!(h, sched_is_valid(h, &mut t));
+        call!(h, sched_cancel(h, &mut t));
+        send(d.0 as *mut c_void, format!("sched_is_valid {valid}"));
+    });
+}
+
+/// Off the loop, a waiting step's scheduling calls schedule and give an
+/// empty handle, for which `sched_cancel` does nothing (header, index
+/// 20..23): the step is not failed for it.
+#[test]
+fn sched_cancel_of_an_empty_handle_from_another_thread_is_a_no_op() {
+    let fx = Fixture::new();
+    let (root, d) = (fx.root, fx.d());
+    call!(
+        root,
+        add(
+            root,
+            d,
+            Some(waits_then_thread_schedules),
+            Some(report_error)
+        )
+    );
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    assert_eq!(fx.until_end(SECS), ["sched_is_valid 0", "ok"]);
+}
