@@ -6,27 +6,24 @@
 //! pop walks ~20 levels of a 32 MB array. Here a timer goes by its
 //! millisecond tick (since the loop's start) into one of three places:
 //!
-//! - due: the entries whose tick is `<= cur`, the tick of the loop's clock
-//!   when timers were last fired (about one millisecond's worth). They are
-//!   kept in two parts: `run`, the drained slots, sorted once and then
-//!   taken from the front (no per-entry heap work for the bulk of the
-//!   timers), and `late`, a small heap of the timers pushed with a tick
-//!   already `<= cur`. The earliest due timer is the smaller of the two
-//!   heads;
+//! - due: the entries whose tick is `<= cur`, the tick the wheel has
+//!   reached (about one millisecond's worth). They are kept in two parts:
+//!   `run`, the drained slots, sorted once and then taken from the front
+//!   (no per-entry heap work for the bulk of the timers), and `late`, a
+//!   small heap of the timers pushed with a tick already `<= cur`. The
+//!   earliest due timer is the smaller of the two heads;
 //! - `slots`: a ring of `SLOTS` vectors, one per tick in
 //!   `(cur, cur + SLOTS)`, with a bitmap of the non-empty ones; inserting
 //!   is a `Vec::push`;
 //! - `far`: a heap for ticks `>= cur + SLOTS` (beyond ~4 s), moved into the
 //!   ring as `cur` gets near them.
 //!
-//! `cur` moves only with time: [`pop_due`](Timers::pop_due) takes it to the
-//! tick of the `now` it is given, draining the slots on the way, so a new
-//! timer goes to `late` only when its tick is already reached. `peek`/`pop`
-//! return the exact minimum without moving `cur`: when nothing is due, that
-//! is the earliest entry of the first non-empty slot (found by one scan of
-//! the slot and then kept up to date by the pushes into it, see [`Next`]),
-//! else the top of `far`. Ties at the same instant keep their `order`
-//! (FIFO), as with a plain heap.
+//! `peek`/`pop` return the exact minimum: when nothing is due the wheel
+//! first moves `cur` to the next non-empty tick and drains that slot. `cur`
+//! may run ahead of the loop's clock; due entries simply wait until their
+//! time comes, and a new timer whose tick is not past `cur` goes straight
+//! into `late`. Ties at the same instant keep their `order` (FIFO), as with
+//! a plain heap.
 //!
 //! An entry keeps its instant as nanoseconds since the wheel's origin (a
 //! `u64`: exact, and enough for 584 years), so an entry is three words and
@@ -67,21 +64,6 @@ pub(crate) struct Timers<T: Ord> {
     /// fill, so a steady load does not grow each slot's vector from empty
     /// again every millisecond.
     spare: Vec<Vec<Entry<T>>>,
-    /// The first non-empty slot past `cur` and where its earliest entry is,
-    /// once a peek has looked for it; `None` when not known.
-    next: Option<Next>,
-}
-
-/// The first non-empty slot past `cur`: its tick and the index of its
-/// earliest entry. A slot that an exact [`pop`](Timers::pop) took from is
-/// `sorted`, latest first, so its earliest entry is the last one and the
-/// next pops are `Vec::pop`s; a push of an entry that is not the new
-/// earliest ends that (the next such pop sorts again).
-#[derive(Clone, Copy, Debug)]
-struct Next {
-    tick: u64,
-    min: usize,
-    sorted: bool,
 }
 
 /// At most this many drained slot buffers are kept for reuse, each of at
@@ -114,7 +96,6 @@ impl<T: Ord> Timers<T> {
             len: 0,
             in_slots: 0,
             spare: Vec::new(),
-            next: None,
         }
     }
 
@@ -158,19 +139,6 @@ impl<T: Ord> Timers<T> {
                     *slot = v;
                 }
             }
-            if let Some(n) = &mut self.next {
-                if t < n.tick {
-                    // A new first slot: looked for again when needed.
-                    self.next = None;
-                } else if t == n.tick {
-                    if e < slot[n.min] {
-                        // The new earliest; in a sorted slot, it is last.
-                        n.min = slot.len();
-                    } else {
-                        n.sorted = false;
-                    }
-                }
-            }
             slot.push(e);
             self.in_slots += 1;
             self.occupied[i / 64] |= 1 << (i % 64);
@@ -190,14 +158,11 @@ impl<T: Ord> Timers<T> {
         }
     }
 
-    #[inline]
-    fn nothing_due(&self) -> bool {
-        self.run.is_empty() && self.late.is_empty()
-    }
-
-    /// The earliest due entry, if any.
-    #[inline]
-    fn due_head(&self) -> Option<&Entry<T>> {
+    /// The earliest entry (exact), moving the wheel forward as needed.
+    fn head(&mut self) -> Option<&Entry<T>> {
+        if self.run.is_empty() && self.late.is_empty() {
+            self.fill_due();
+        }
         if self.late_first() {
             self.late.peek().map(|Reverse(e)| e)
         } else {
@@ -205,9 +170,10 @@ impl<T: Ord> Timers<T> {
         }
     }
 
-    /// Removes the earliest due entry, if any.
-    #[inline]
-    fn pop_due_entry(&mut self) -> Option<Entry<T>> {
+    fn pop_entry(&mut self) -> Option<Entry<T>> {
+        if self.run.is_empty() && self.late.is_empty() {
+            self.fill_due();
+        }
         let e = if self.late_first() {
             self.late.pop()?.0
         } else {
@@ -215,67 +181,6 @@ impl<T: Ord> Timers<T> {
         };
         self.len -= 1;
         Some(e)
-    }
-
-    /// The earliest entry (exact), without moving `cur`.
-    fn head(&mut self) -> Option<&Entry<T>> {
-        if !self.nothing_due() {
-            return self.due_head();
-        }
-        match self.find_next() {
-            Some(n) => Some(&self.slots[(n.tick % SLOTS as u64) as usize][n.min]),
-            None => self.far.peek().map(|Reverse(e)| e),
-        }
-    }
-
-    /// Removes the earliest entry (exact), without moving `cur`.
-    fn pop_entry(&mut self) -> Option<Entry<T>> {
-        if !self.nothing_due() {
-            return self.pop_due_entry();
-        }
-        let e = match self.find_next() {
-            Some(n) => {
-                let i = (n.tick % SLOTS as u64) as usize;
-                let slot = &mut self.slots[i];
-                if !n.sorted {
-                    // Latest first: this pop and the next ones (of dead
-                    // timers, say) take from the end.
-                    slot.sort_unstable_by(|a, b| b.cmp(a));
-                }
-                let e = slot.pop()?;
-                self.in_slots -= 1;
-                self.next = if slot.is_empty() {
-                    self.occupied[i / 64] &= !(1 << (i % 64));
-                    None
-                } else {
-                    Some(Next {
-                        tick: n.tick,
-                        min: slot.len() - 1,
-                        sorted: true,
-                    })
-                };
-                e
-            }
-            None => self.far.pop()?.0,
-        };
-        self.len -= 1;
-        Some(e)
-    }
-
-    /// The first non-empty slot past `cur` and its earliest entry: the
-    /// known one, or else found with one scan of that slot.
-    fn find_next(&mut self) -> Option<Next> {
-        if self.next.is_none() {
-            let tick = self.next_occupied()?;
-            let slot = &self.slots[(tick % SLOTS as u64) as usize];
-            let (min, _) = slot.iter().enumerate().min_by(|a, b| a.1.cmp(b.1))?;
-            self.next = Some(Next {
-                tick,
-                min,
-                sorted: false,
-            });
-        }
-        self.next
     }
 
     /// The earliest timer (exact): its instant and item.
@@ -292,21 +197,12 @@ impl<T: Ord> Timers<T> {
 
     /// Removes and returns the earliest timer if it is due at `now`
     /// (nanoseconds since the origin, from [`since_origin`](Self::since_origin)).
-    /// When nothing is due yet, the wheel first moves to `now`'s tick.
     #[inline]
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<T> {
-        if self.nothing_due() {
-            let t = now / NS_PER_TICK;
-            if t <= self.cur {
-                // Every other entry is in a later tick.
-                return None;
-            }
-            self.advance_to(t);
-        }
-        if self.due_head()?.at > now {
+        if self.head()?.at > now {
             return None;
         }
-        self.pop_due_entry().map(|e| e.item)
+        self.pop_entry().map(|e| e.item)
     }
 
     /// Keeps only the timers for which `keep` holds.
@@ -326,7 +222,17 @@ impl<T: Ord> Timers<T> {
         }
         self.in_slots = self.slots.iter().map(Vec::len).sum::<usize>();
         self.len = self.run.len() + self.late.len() + self.far.len() + self.in_slots;
-        self.next = None;
+    }
+
+    /// Nothing is due: move `cur` to the next tick that has timers and
+    /// drain it.
+    fn fill_due(&mut self) {
+        if let Some(t) = self.next_occupied() {
+            self.advance_to(t);
+        } else if let Some(Reverse(e)) = self.far.peek() {
+            let t = e.at / NS_PER_TICK;
+            self.advance_to(t);
+        }
     }
 
     /// The first non-empty slot's tick in `(cur, cur + SLOTS)`.
@@ -358,14 +264,7 @@ impl<T: Ord> Timers<T> {
     /// the back of `run` (a later tick holds only later instants, so `run`
     /// stays sorted), and far timers now within the ring come into it.
     fn advance_to(&mut self, t: u64) {
-        if self.next.is_some_and(|n| n.tick > t) {
-            // No slot to drain: the first non-empty one is later.
-            self.cur = t;
-            self.pull_far();
-            return;
-        }
         while let Some(s) = self.next_occupied().filter(|&s| s <= t) {
-            self.next = None;
             let i = (s % SLOTS as u64) as usize;
             self.occupied[i / 64] &= !(1 << (i % 64));
             self.cur = s;
@@ -409,18 +308,14 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// Random pushes, pops, peeks and retains against a plain heap: the same
-    /// order always. `delay(r, rnd)` picks a delay in milliseconds.
-    fn check_against_a_heap(
-        seed: u64,
-        rounds: u32,
-        delay: fn(u64, &mut dyn FnMut() -> u64) -> u64,
-    ) {
+    /// Random pushes and pops against a plain heap: the same order always.
+    #[test]
+    fn same_order_as_a_binary_heap() {
         let origin = Instant::now();
         let mut w: Timers<u32> = Timers::new(origin);
         // The reference: a plain heap of (at, order, item).
         let mut h: BinaryHeap<Reverse<(Instant, u64, u32)>> = BinaryHeap::new();
-        let mut x: u64 = seed;
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut rnd = move || {
             x ^= x << 13;
             x ^= x >> 7;
@@ -429,10 +324,17 @@ mod tests {
         };
         let mut now_ms = 0u64;
         let mut order = 0u64;
-        for round in 0..rounds {
+        for round in 0..20_000u32 {
             let r = rnd();
             if r % 3 != 0 {
-                let d = delay(r, &mut rnd);
+                // Delays from 0 to ~20 s, clustered near the start.
+                let d = match r % 5 {
+                    0 => rnd() % 3,
+                    1 => rnd() % 100,
+                    2 => rnd() % 5_000,
+                    3 => rnd() % 20_000,
+                    _ => (rnd() % 2_000_000) / 1000,
+                };
                 let at = origin + Duration::from_micros(now_ms * 1000 + d * 1000 + rnd() % 1000);
                 order += 1;
                 w.push(at, order, round);
@@ -452,19 +354,11 @@ mod tests {
                     }
                     h.pop();
                 }
-            } else if r % 301 == 3 {
-                let k = (rnd() % 5) as u32;
-                w.retain(|&i| i % 5 != k);
-                h.retain(|e| e.0 .2 % 5 != k);
             } else {
                 assert_eq!(
                     w.peek().map(|(at, i)| (at, *i)),
                     h.peek().map(|e| (e.0 .0, e.0 .2))
                 );
-                if r % 4 == 0 {
-                    // Only a look, as the loop takes before it sleeps.
-                    continue;
-                }
                 let a = w.pop();
                 let b = h.pop().map(|e| (e.0 .0, e.0 .2));
                 assert_eq!(a, b);
@@ -479,87 +373,6 @@ mod tests {
         }
         assert!(w.pop().is_none());
         assert_eq!(w.len(), 0);
-    }
-
-    #[test]
-    fn same_order_as_a_binary_heap() {
-        // Delays from 0 to ~20 s, clustered near the start.
-        check_against_a_heap(0x2545_f491_4f6c_dd1d, 20_000, |r, rnd| match r % 5 {
-            0 => rnd() % 3,
-            1 => rnd() % 100,
-            2 => rnd() % 5_000,
-            3 => rnd() % 20_000,
-            _ => (rnd() % 2_000_000) / 1000,
-        });
-    }
-
-    #[test]
-    fn same_order_as_a_binary_heap_in_few_slots() {
-        // Many entries per slot, pushed between exact pops from the same
-        // slot; now and then an hour-long one.
-        for seed in [1u64, 0x9e37_79b9_7f4a_7c15, 0xdead_beef] {
-            check_against_a_heap(seed, 20_000, |r, rnd| {
-                if r % 97 == 0 {
-                    3_600_000
-                } else {
-                    rnd() % 4
-                }
-            });
-        }
-    }
-
-    #[test]
-    fn short_timers_after_a_peek_at_a_long_one_use_the_ring() {
-        let origin = Instant::now();
-        let mut w: Timers<u32> = Timers::new(origin);
-        w.push(origin + Duration::from_secs(3600), 0, 0);
-        assert_eq!(w.pop_due(w.since_origin(origin)), None);
-        assert_eq!(
-            w.peek().map(|(at, &i)| (at, i)),
-            Some((origin + Duration::from_secs(3600), 0))
-        );
-        for i in 1..=10_000u32 {
-            w.push(
-                origin + Duration::from_millis(u64::from(i % 4000) + 1),
-                u64::from(i),
-                i,
-            );
-        }
-        assert_eq!((w.late.len(), w.in_slots), (0, 10_000));
-        // Firing as the clock goes: the exact order, the hour-long one last.
-        let mut got = Vec::new();
-        for ms in 0..=4001 {
-            let now = w.since_origin(origin + Duration::from_millis(ms));
-            while let Some(i) = w.pop_due(now) {
-                got.push(i);
-            }
-        }
-        let mut want: Vec<u32> = (1..=10_000).collect();
-        want.sort_by_key(|&i| (i % 4000, i));
-        assert_eq!(got, want);
-        assert_eq!(w.len(), 1);
-        assert_eq!(w.pop().map(|e| e.1), Some(0));
-    }
-
-    #[test]
-    fn a_peek_keeps_the_wheel_at_its_tick() {
-        // Peeks and exact pops of later timers leave `cur` where the clock
-        // is, so timers pushed after them still go to the ring.
-        let origin = Instant::now();
-        let mut w: Timers<u32> = Timers::new(origin);
-        let at = |ms| origin + Duration::from_millis(ms);
-        w.push(at(5), 1, 5);
-        w.push(at(7_000), 2, 7_000);
-        assert_eq!(w.pop_due(w.since_origin(at(2))), None);
-        assert_eq!(w.peek().map(|e| *e.1), Some(5));
-        assert_eq!(w.pop().map(|e| e.1), Some(5));
-        assert_eq!(w.peek().map(|e| *e.1), Some(7_000));
-        assert_eq!(w.cur, 2);
-        w.push(at(3), 3, 3);
-        w.push(at(2), 4, 2);
-        assert_eq!((w.late.len(), w.in_slots), (1, 1));
-        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.1)).collect();
-        assert_eq!(got, [2, 3, 7_000]);
     }
 
     #[test]
