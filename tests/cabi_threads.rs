@@ -95,15 +95,8 @@ fn step_calls_from_another_thread_fail_the_step() {
     for (kind, what) in cases {
         KIND.store(kind, SeqCst);
         let fx = Fixture::new();
-        let (root, d) = (fx.root, fx.d());
-        call!(
-            root,
-            add(root, d, Some(calls_from_a_thread), Some(report_error))
-        );
-        call!(root, add(root, d, Some(report_ok), None));
-        fx.execute();
         assert_eq!(
-            fx.until_end(SECS),
+            fx.run_step(Some(calls_from_a_thread), SECS),
             [off_loop_error(what), "ok".into()],
             "case {kind}"
         );
@@ -130,16 +123,9 @@ unsafe extern "C" fn waits_then_thread_adds(
 #[test]
 fn off_thread_call_on_a_waiting_step_fails_it() {
     let fx = Fixture::new();
-    let (root, d) = (fx.root, fx.d());
-    call!(
-        root,
-        add(root, d, Some(waits_then_thread_adds), Some(report_error))
-    );
-    call!(root, add(root, d, Some(report_ok), None));
-    fx.execute();
     // Unreported, the step would wait for good.
     assert_eq!(
-        fx.until_end(Duration::from_secs(2)),
+        fx.run_step(Some(waits_then_thread_adds), Duration::from_secs(2)),
         [off_loop_error("add()"), "ok".into()]
     );
 }
@@ -448,17 +434,8 @@ unsafe extern "C" fn waits_then_thread_schedules(
 #[test]
 fn sched_cancel_of_an_empty_handle_from_another_thread_is_a_no_op() {
     let fx = Fixture::new();
-    let (root, d) = (fx.root, fx.d());
-    call!(
-        root,
-        add(
-            root,
-            d,
-            Some(waits_then_thread_schedules),
-            Some(report_error)
-        )
+    assert_eq!(
+        fx.run_step(Some(waits_then_thread_schedules), SECS),
+        ["sched_is_valid 0", "ok"]
     );
-    call!(root, add(root, d, Some(report_ok), None));
-    fx.execute();
-    assert_eq!(fx.until_end(SECS), ["sched_is_valid 0", "ok"]);
 }

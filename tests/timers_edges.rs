@@ -8,6 +8,16 @@ use std::time::Duration;
 
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// A tool whose clock `run_all` moved past where `advance` stops, to the
+/// longest timer set there.
+fn past_the_saturation_point() -> TestTool {
+    let mut tool = TestTool::new();
+    tool.advance(Duration::MAX);
+    tool.deferred(Duration::MAX, |_| {});
+    assert_eq!(tool.run_all(), 1);
+    tool
+}
+
 #[test]
 fn advance_duration_max_does_not_panic() {
     let r = std::panic::catch_unwind(|| {
@@ -50,10 +60,7 @@ fn huge_advances_saturate_and_fire_what_is_due() {
 #[test]
 fn advance_past_the_saturation_point_does_not_go_back() {
     // `run_all` moves the clock to a timer beyond where `advance` stops.
-    let mut tool = TestTool::new();
-    tool.advance(Duration::MAX);
-    tool.deferred(Duration::MAX, |_| {});
-    assert_eq!(tool.run_all(), 1);
+    let mut tool = past_the_saturation_point();
     let at = tool.elapsed();
     assert!(at > 400 * YEAR);
     assert_eq!(tool.advance(Duration::MAX), 0);
@@ -108,10 +115,7 @@ fn timers_at_the_far_end_of_virtual_time_run_in_scheduling_order() {
     // `run_all` can move the clock 100 years past where `advance` stops,
     // to the end of the range the timers keep apart: there, every new
     // deadline is that end, so timers fall due at once, first set first.
-    let mut tool = TestTool::new();
-    tool.advance(Duration::MAX);
-    tool.deferred(Duration::MAX, |_| {});
-    assert_eq!(tool.run_all(), 1);
+    let mut tool = past_the_saturation_point();
     let log = Rc::new(RefCell::new(Vec::new()));
     let l = log.clone();
     tool.deferred(Duration::from_secs(1), move |_| l.borrow_mut().push("1s"));

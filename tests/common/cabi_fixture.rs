@@ -104,6 +104,17 @@ impl Fixture {
         );
     }
 
+    /// Runs `step` (its error reported by `report_error`), then
+    /// `report_ok`, as the root's flow: the reports up to its end (see
+    /// [`until_end`](Self::until_end)).
+    pub fn run_step(&self, step: ExecuteCallback, wait: Duration) -> Vec<String> {
+        let (root, d) = (self.root, self.d());
+        call!(root, add(root, d, step, Some(report_error)));
+        call!(root, add(root, d, Some(report_ok), None));
+        self.execute();
+        self.until_end(wait)
+    }
+
     /// The reports up to the first "ok" or "unhandled ..." (included), or
     /// up to a quiet `wait`.
     pub fn until_end(&self, wait: Duration) -> Vec<String> {
