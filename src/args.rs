@@ -289,9 +289,21 @@ impl Args {
         self.vals.get(i).and_then(|v| v.as_ref())
     }
 
-    /// Takes the value at `i`, leaving a gap (used by [`FromArgs`]).
+    /// Removes the value at `i` and returns it; the values after it move
+    /// down one place, as with `Vec::remove` (`None` when there is no
+    /// value at `i`).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{Args, IntoArgs, Value};
+    /// let mut a = (1i32, String::from("x")).into_args();
+    /// assert!(matches!(a.take(0), Some(Value::I32(1))));
+    /// assert_eq!(a.len(), 1);
+    /// assert_eq!(a.type_names(), "(String,)");
+    /// ```
     pub fn take(&mut self, i: usize) -> Option<Value> {
-        self.vals.get_mut(i).and_then(|v| v.take())
+        let v = self.vals.get_mut(i)?.take()?;
+        self.vals[i..].rotate_left(1);
+        Some(v)
     }
 
     /// Args with `v` in the first slot (or none).

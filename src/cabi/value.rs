@@ -356,9 +356,9 @@ unsafe fn string_from_c(v: &FutoInBinaryValue, base: u8) -> Result<String, Strin
 
 /// Puts `args` into the empty slots of `out`.
 pub(crate) fn to_c(mut args: Args, out: &mut FutoInArgs) {
-    for i in 0..args.len().min(4) {
-        if let Some(v) = args.take(i) {
-            out.args[i] = value_to_c(v);
+    for slot in out.args.iter_mut().take(args.len()) {
+        if let Some(v) = args.take(0) {
+            *slot = value_to_c(v);
         }
     }
 }

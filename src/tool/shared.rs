@@ -359,11 +359,11 @@ mod tests {
         let two = Packed::new((1u8, String::from("x")).into_args());
         assert!(matches!(two, Packed::Many(_)));
         assert_eq!(types(&two.unpack()), "(u8, String)");
-        // A gap before the last value is kept as it is.
-        let mut gap = (1u8, 2u16).into_args();
-        let _ = gap.take(0);
-        let gap = Packed::new(gap).unpack();
-        assert!(gap.get(0).is_none());
-        assert!(matches!(gap.get(1), Some(Value::U16(2))));
+        // `take` leaves no gap: the value left packs as one.
+        let mut rest = (1u8, 2u16).into_args();
+        let _ = rest.take(0);
+        let rest = Packed::new(rest);
+        assert!(matches!(rest, Packed::One(Some(Value::U16(2)))));
+        assert_eq!(types(&rest.unpack()), "(u16,)");
     }
 }
