@@ -10,6 +10,7 @@ use slotmap::{Key, KeyData};
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -265,7 +266,12 @@ impl Completion {
         // Wake after releasing the lock: a waker may look at the promise.
         self.cv.notify_all();
         if let Slot::Pending(Some(w)) = prev {
-            w.wake();
+            // A user's waker runs here, on the loop (or the completing
+            // thread): its panic is reported and the caller goes on.
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| w.wake())) {
+                let why = crate::steps::flow::panic_error("a promise's waker", p);
+                eprintln!("futoin-asyncsteps: {why} (ignored)");
+            }
         }
     }
 
