@@ -268,16 +268,12 @@ impl Flow {
         self.side.get_or_insert_with(Default::default)
     }
 
-    fn push_ready(&mut self, front: bool, sid: u32, act: Queued) {
+    /// Queues strand `sid` at the back of the ready queue.
+    fn push_ready(&mut self, sid: u32, act: Queued) {
         let gen = self.st(sid).gen;
         let side = self.side();
         let mark = (gen, side.ticket(sid));
-        let r = &mut side.ready;
-        if front {
-            r.push_front((sid, mark, act));
-        } else {
-            r.push_back((sid, mark, act));
-        }
+        side.ready.push_back((sid, mark, act));
     }
 
     /// Runs until every strand waits, the flow ends, or the burst is spent.
@@ -349,7 +345,7 @@ impl Flow {
             // Resuming may already have spent the budget: a frame ended on
             // the way handed a sync slot to a waiter of this loop (see
             // `Scheduler::recycle_extra`), which then goes first.
-            let r = if sched.budget == 0 {
+            let r = if sched.budget == 0 && matches!(act, Act::Next) {
                 self.pause(sched, sid, act)
             } else {
                 self.run_strand(sched, sid, act)
@@ -414,17 +410,26 @@ impl Flow {
             if st.fresh && st.live && matches!(act, Act::Next) {
                 st.fresh = false;
                 let a = std::mem::take(&mut sched.args);
-                self.push_ready(false, sid, Queued::Next(a));
+                self.push_ready(sid, Queued::Next(a));
                 return None;
             }
-            if sched.budget == 0 {
+            // Only going on to a next step waits for the next activation:
+            // an error is unwound at once, since the frame that raised it
+            // still waits (its token, timer, future) until then.
+            if sched.budget == 0 && matches!(act, Act::Next) {
                 return self.pause(sched, sid, act);
             }
         }
     }
 
-    /// Parks strand `sid` at the front of the ready queue with what it was
-    /// about to do (the budget is spent); an `End` is the flow's result.
+    /// Parks strand `sid` in the ready queue with what it was about to do
+    /// (the budget is spent); an `End` is the flow's result. Callers park
+    /// only `Act::Next`: errors are unwound at once.
+    ///
+    /// A next step goes to the back, behind the other ready strands: a
+    /// parallel branch that never waits would otherwise be taken first at
+    /// every activation and starve its siblings (a busy loop waiting for a
+    /// sibling's flag would never end).
     fn pause(&mut self, sched: &mut Scheduler, sid: u32, act: Act) -> Option<Result<(), Error>> {
         let q = match act {
             Act::Next => Queued::Next(std::mem::take(&mut sched.args)),
@@ -432,7 +437,7 @@ impl Flow {
             Act::Up(e) => Queued::Up(e),
             Act::End(r) => return Some(r),
         };
-        self.push_ready(true, sid, q);
+        self.push_ready(sid, q);
         None
     }
 
@@ -523,7 +528,7 @@ impl Flow {
                     let st = self.st(bid);
                     st.queue.push(b);
                     ids.push((bid, st.gen));
-                    self.push_ready(false, bid, Queued::Next(Args::new()));
+                    self.push_ready(bid, Queued::Next(Args::new()));
                 }
                 let f = self.top(sid);
                 f.flags |= WAIT;
@@ -663,6 +668,19 @@ impl Flow {
                 Some(Act::Next)
             }
             Ok(()) if out.succeeded => {
+                // Likewise, success() completes the step: an external
+                // completion accepted meanwhile would be the second one.
+                if let Some(w) = top.wait.take() {
+                    let accepted = !w.claim();
+                    sched.release_token(w);
+                    if accepted {
+                        sched.clear_args();
+                        return Some(Act::Fail(Error::internal(
+                            "an external completion and success() in the same step: \
+                             a step completes once",
+                        )));
+                    }
+                }
                 self.pop_frame(sched, sid, false);
                 Some(Act::Next)
             }

@@ -422,25 +422,28 @@ impl<'a> Step<'a> {
     /// Builds the error to return (spec `error(code, info)`): `return
     /// s.error("NotFound", "no such user")` or `s.error(...)?`.
     ///
-    /// After [`add`](Step::add) in the same callback it is an
-    /// `InternalError` (spec 1: sub-steps complete this step), whose info
-    /// names the error asked for. A plain `Err` (say from `?`) is not
-    /// checked: it is the callback failing, and the added sub-steps are
-    /// dropped as the error unwinds.
+    /// After [`add`](Step::add) or [`success`](Step::success) in the
+    /// same callback it is an `InternalError` (spec 2.1: a step completes
+    /// once, by sub-steps, `success()` or `error()`), whose info names the
+    /// error asked for. A plain `Err` (say from `?`) is not checked: it is
+    /// the callback failing, and the added sub-steps are dropped as the
+    /// error unwinds.
     pub fn error(
         &mut self,
         code: impl Into<Cow<'static, str>>,
         info: impl Into<Cow<'static, str>>,
     ) -> StepResult {
         let e = Error::with_info(code, info);
-        if self.out.added {
-            let m = Error::internal(format!(
-                "error() after add(): sub-steps complete this step (asked for {e})"
-            ));
-            self.out.misuse.get_or_insert_with(|| m.clone());
-            return Err(m);
-        }
-        Err(e)
+        let after = if self.out.added {
+            "add(): sub-steps complete this step"
+        } else if self.out.succeeded {
+            "success(): a step completes once"
+        } else {
+            return Err(e);
+        };
+        let m = Error::internal(format!("error() after {after} (asked for {e})"));
+        self.out.misuse.get_or_insert_with(|| m.clone());
+        Err(m)
     }
 
     fn frame_flags(&mut self) -> &mut u8 {

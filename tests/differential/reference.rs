@@ -564,8 +564,10 @@ impl<'p> Model<'p> {
     /// (and handles its errors at once), and the first time it would go on
     /// to a next step it goes to the back of the ready queue instead, so
     /// every branch has run its first step before any runs its second.
-    /// When the step budget is spent, what the strand does next waits at
-    /// the front of the ready queue.
+    /// When the step budget is spent, a next step waits at the back of the
+    /// ready queue (so a branch that never waits cannot starve its
+    /// siblings); an error is unwound at once, as the step that raised it
+    /// still waits (its external handle, timer) until its handler has run.
     fn run_strand(&mut self, sid: usize, mut act: Act) {
         loop {
             let next = match act {
@@ -582,8 +584,8 @@ impl<'p> Model<'p> {
                 self.ready.push_back((sid, a));
                 return;
             }
-            if self.budget == 0 {
-                self.ready.push_front((sid, a));
+            if self.budget == 0 && matches!(a, Act::Next(_)) {
+                self.ready.push_back((sid, a));
                 return;
             }
             act = a;

@@ -207,7 +207,7 @@ impl Flow {
                 par.remaining -= 1;
                 if par.remaining == 0 {
                     self.pop_frame(sched, psid, false);
-                    self.push_ready(false, psid, Queued::Next(Args::new()));
+                    self.push_ready(psid, Queued::Next(Args::new()));
                 }
             }
             Err(e) => {
@@ -218,7 +218,7 @@ impl Flow {
                         self.cancel_strand(sched, b);
                     }
                 }
-                self.push_ready(false, psid, Queued::Up(e));
+                self.push_ready(psid, Queued::Up(e));
             }
         }
         None

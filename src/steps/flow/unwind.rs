@@ -5,7 +5,7 @@
 
 use super::{panic_error, Flow};
 use crate::error::{Control, Error};
-use crate::steps::frame::{Act, Kind, HANDLED, HOLDS, IN_PLACE, WAIT};
+use crate::steps::frame::{Act, Frame, Kind, HANDLED, HOLDS, IN_PLACE, WAIT};
 use crate::steps::step::Step;
 use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -151,17 +151,21 @@ impl Flow {
                 st.queue[top.seg as usize..].reverse();
             }
             match r {
-                Err(mut e2) => {
-                    self.pop_frame(sched, sid, false);
-                    if *e2.control_ref() != Control::None {
+                Err(e2) => {
+                    let st = self.st(sid);
+                    let below = &st.frames[..st.frames.len() - 1];
+                    if matching_loop(below, e2.control_ref()).is_some() {
+                        self.pop_frame(sched, sid, false);
                         // break/continue from a handler: the frames below did
                         // not raise it, so they are all cancelled on the way.
-                        if let Some(act) = self.loop_control(sched, sid, &e2, false) {
-                            return Some(act);
-                        }
-                        e2 = e2.into_plain();
+                        return self.loop_control(sched, sid, &e2, false);
                     }
+                    // Recorded while the handled step is still on the
+                    // stack: `async_stack` ends with it, as for an error
+                    // its own callback raised.
+                    let e2 = e2.into_plain();
                     self.record_error(sched, sid, &e2);
+                    self.pop_frame(sched, sid, false);
                     err = e2;
                 }
                 Ok(()) if out.added => {
@@ -193,26 +197,8 @@ impl Flow {
         err: &Error,
         origin_on_top: bool,
     ) -> Option<Act> {
-        let (label, brk) = match err.control_ref() {
-            Control::Break(l) => (l.as_deref(), true),
-            Control::Continue(l) => (l.as_deref(), false),
-            Control::None => return None,
-        };
-        let frames = &mut self.st(sid).frames;
-        let l = frames.iter().rposition(|f| {
-            f.kind == Kind::Loop
-                && match label {
-                    None => true,
-                    Some(want) => {
-                        f.extra
-                            .as_ref()
-                            .and_then(|x| x.rare_ref())
-                            .and_then(|r| r.lp.as_ref())
-                            .and_then(|lp| lp.label.as_deref())
-                            == Some(want)
-                    }
-                }
-        })?;
+        let brk = matches!(err.control_ref(), Control::Break(_));
+        let l = matching_loop(&self.st(sid).frames, err.control_ref())?;
         if origin_on_top && self.st(sid).frames.len() > l + 1 {
             self.pop_frame(sched, sid, false);
         }
@@ -229,4 +215,28 @@ impl Flow {
         sched.clear_args();
         Some(Act::Next)
     }
+}
+
+/// The index of the innermost `Loop` frame in `frames` that a
+/// break/continue with `control` reaches (with its label, if any); `None`
+/// for a plain error or when no loop matches.
+fn matching_loop(frames: &[Frame], control: &Control) -> Option<usize> {
+    let label = match control {
+        Control::Break(l) | Control::Continue(l) => l.as_deref(),
+        Control::None => return None,
+    };
+    frames.iter().rposition(|f| {
+        f.kind == Kind::Loop
+            && match label {
+                None => true,
+                Some(want) => {
+                    f.extra
+                        .as_ref()
+                        .and_then(|x| x.rare_ref())
+                        .and_then(|r| r.lp.as_ref())
+                        .and_then(|lp| lp.label.as_deref())
+                        == Some(want)
+                }
+            }
+    })
 }

@@ -1,0 +1,334 @@
+//! Engine semantics found wrong by reviews, each case failing before its
+//! fix: an error at the end of a step burst, parallel branches that never
+//! wait, completions that conflict in one step, a panicking promise waker,
+//! `Args::take`, and `async_stack` for an error a handler raised.
+
+use futoin_asyncsteps::{
+    codes, Args, AsyncSteps, Error, ExternalHandle, IntoArgs, Step, StepResult, TestTool,
+};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+mod common;
+use common::*;
+
+/// One activation runs at most this many steps (the engine's burst).
+const BURST: usize = 1024;
+
+// ------------------------------------------------- an error ends a burst
+
+/// A step that fails as the last step of a burst: its handler runs, and
+/// its external handle, taken before it failed, is refused.
+#[test]
+fn a_failure_at_the_end_of_a_burst_is_handled_and_closes_the_wait() {
+    let mut tool = TestTool::new();
+    let slot: Arc<Mutex<Option<ExternalHandle>>> = Default::default();
+    let l = log();
+    let mut root = AsyncSteps::new();
+    for _ in 0..BURST - 1 {
+        root.add(|_, ()| Ok(()));
+    }
+    let (sl, l1, l2) = (slot.clone(), l.clone(), l.clone());
+    root.add_catch(
+        move |s, ()| {
+            *sl.lock().unwrap() = Some(s.wait_external());
+            s.error("MyError", "failed after wait_external")
+        },
+        move |_, e| {
+            push(&l1, format!("handler {}", e.code()));
+            Ok(())
+        },
+    );
+    root.add(move |_, ()| {
+        push(&l2, "next step");
+        Ok(())
+    });
+    let mut p = root.promise::<()>(&mut tool);
+    assert!(tool.run_one(), "one activation: the whole burst");
+    let h = slot.lock().unwrap().clone().expect("the step ran");
+    let ext = h.success(());
+    tool.run_all();
+    assert!(ext.is_err(), "the step failed: its handle is refused");
+    assert_eq!(entries(&l), ["handler MyError"]);
+    assert_eq!(p.try_take().expect("ended").unwrap_err().code(), "MyError");
+}
+
+/// An awaited future that fails at the end of a burst (after waking
+/// itself) is not polled again, and its error reaches the handlers.
+#[test]
+fn a_future_failing_at_the_end_of_a_burst_is_not_polled_again() {
+    struct WakeThenFail(Arc<Mutex<u32>>);
+    impl Future for WakeThenFail {
+        type Output = Result<(), Error>;
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            *self.0.lock().unwrap() += 1;
+            cx.waker().wake_by_ref();
+            Poll::Ready(Err(Error::with_info("FutErr", "failed")))
+        }
+    }
+    let mut tool = TestTool::new();
+    let polls: Arc<Mutex<u32>> = Default::default();
+    let l = log();
+    let mut root = AsyncSteps::new();
+    let (pl, l1, l2) = (polls.clone(), l.clone(), l.clone());
+    root.add_catch(
+        move |s, ()| {
+            for _ in 0..BURST - 2 {
+                s.add(|_, ()| Ok(()));
+            }
+            let l1 = l1.clone();
+            s.await_future_catch(WakeThenFail(pl.clone()), move |_, e| {
+                push(&l1, format!("await handler {}", e.code()));
+                Ok(())
+            });
+            Ok(())
+        },
+        move |_, e| {
+            push(&l2, format!("outer handler {}", e.code()));
+            Ok(())
+        },
+    );
+    let p = root.promise::<()>(&mut tool);
+    // Neither handler recovers (no success()): the flow fails with it.
+    assert_eq!(tool.block_on(p).unwrap_err().code(), "FutErr");
+    assert_eq!(*polls.lock().unwrap(), 1, "polled once");
+    assert_eq!(
+        entries(&l),
+        ["await handler FutErr", "outer handler FutErr"]
+    );
+}
+
+// ------------------------------------------------- parallel branches
+
+/// A branch that loops without waiting until a sibling's second step sets
+/// a flag: the sibling gets its turn after a burst (before, the looping
+/// branch was taken first at every activation and the flow never ended).
+#[test]
+fn a_busy_branch_does_not_starve_its_siblings() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.state().set("flag", false);
+        s.state().set("spins", 0u32);
+        s.parallel()
+            .add(|s, ()| {
+                s.loop_(|s| {
+                    if *s.state().get::<bool>("flag").unwrap() {
+                        return s.break_loop();
+                    }
+                    let n = s.state().get_mut::<u32>("spins").unwrap();
+                    *n += 1;
+                    if *n > 100 * BURST as u32 {
+                        return s.error("Starved", "the sibling never ran");
+                    }
+                    Ok(())
+                });
+                Ok(())
+            })
+            .add(|s, ()| {
+                s.add(|s, ()| {
+                    s.state().set("flag", true);
+                    Ok(())
+                });
+                Ok(())
+            });
+        Ok(())
+    });
+    root.add(|s, ()| {
+        let n = *s.state().get::<u32>("spins").unwrap();
+        s.success((n,))
+    });
+    let p = root.promise::<(u32,)>(&mut tool);
+    let (spins,) = tool.block_on(p).unwrap();
+    assert!(spins > 0 && (spins as usize) < 2 * BURST, "{spins} spins");
+}
+
+/// A long branch yields to its sibling's sub-step after a burst.
+#[test]
+fn a_long_branch_lets_its_sibling_go_on() {
+    let l = log();
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let l0 = l.clone();
+    root.add(move |s, ()| {
+        let (a, b) = (l0.clone(), l0.clone());
+        s.parallel()
+            .add(move |s, ()| {
+                let a = a.clone();
+                s.repeat(10 * BURST, move |_, i| {
+                    if i + 1 == 10 * BURST {
+                        push(&a, "A end");
+                    }
+                    Ok(())
+                });
+                Ok(())
+            })
+            .add(move |s, ()| {
+                let b = b.clone();
+                s.add(move |_, ()| {
+                    push(&b, "B sub");
+                    Ok(())
+                });
+                Ok(())
+            });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.block_on(p).unwrap();
+    assert_eq!(entries(&l), ["B sub", "A end"]);
+}
+
+// ------------------------------------------------- one completion per step
+
+/// success() in a step whose external handle completed it already: the
+/// step fails with `InternalError`, not one completion silently dropped.
+#[test]
+fn an_external_completion_and_success_in_one_step_is_a_misuse() {
+    let mut tool = TestTool::new();
+    let ext: Slot<Result<(), Error>> = slot();
+    let mut root = AsyncSteps::new();
+    let e2 = ext.clone();
+    root.add(move |s, ()| {
+        let h = s.wait_external();
+        *e2.lock().unwrap() = Some(h.success((1i32,)));
+        s.success((2i32,))
+    });
+    root.add(|s, (v,): (i32,)| s.success((v,)));
+    let p = root.promise::<(i32,)>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert!(matches!(*ext.lock().unwrap(), Some(Ok(()))));
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some("an external completion and success() in the same step: a step completes once")
+    );
+}
+
+/// error() after success() in one callback is a misuse.
+#[test]
+fn error_after_success_is_a_misuse() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.success((1u8,))?;
+        s.error("MyError", "after success")
+    });
+    let p = root.promise::<(u8,)>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some("error() after success(): a step completes once (asked for MyError: after success)")
+    );
+}
+
+// ------------------------------------------------- a promise's waker
+
+/// A waker that panics when the flow completes: reported, and the loop
+/// goes on.
+#[test]
+fn a_panicking_promise_waker_does_not_leave_the_loop() {
+    struct PanicWake;
+    impl Wake for PanicWake {
+        fn wake(self: Arc<Self>) {
+            panic!("waker panics");
+        }
+    }
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((1u8,)));
+    let mut p = root.promise::<(u8,)>(&mut tool);
+    let w = Waker::from(Arc::new(PanicWake));
+    assert!(Pin::new(&mut p)
+        .poll(&mut Context::from_waker(&w))
+        .is_pending());
+    let mut other = AsyncSteps::new();
+    other.add(|s, ()| s.success((2u8,)));
+    let q = other.promise::<(u8,)>(&mut tool);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.run_all()));
+    assert!(r.is_ok(), "the waker's panic stays inside");
+    assert_eq!(tool.block_on(q).unwrap(), (2,));
+    assert_eq!(p.try_take().expect("ended").unwrap(), (1,));
+}
+
+// ------------------------------------------------- Args::take
+
+/// `take` moves the later values down: `len`, `is_empty` and the next
+/// step's types agree.
+#[test]
+fn args_take_moves_the_rest_down() {
+    let mut a = (1i32, String::from("x"), true).into_args();
+    assert!(a.take(1).is_some());
+    assert_eq!(a.len(), 2);
+    assert_eq!(a.type_names(), "(i32, bool)");
+    assert!(a.take(0).is_some());
+    assert_eq!((a.len(), a.is_empty()), (1, false));
+    assert!(a.take(1).is_none(), "nothing at 1");
+    assert!(a.take(0).is_some());
+    assert!(a.is_empty());
+
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((1i32, String::from("x"))));
+    root.add(|s, mut a: Args| {
+        a.take(0);
+        s.success(a)
+    });
+    root.add(|s, (v,): (String,)| s.success((v,)));
+    let p = root.promise::<(String,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, "x");
+}
+
+// ------------------------------------------------- async_stack
+
+fn inner_step(s: &mut Step<'_>, _: ()) -> StepResult {
+    s.error("X", "x")
+}
+fn inner_handler(s: &mut Step<'_>, _: &Error) -> StepResult {
+    s.error("Y", "y")
+}
+fn inner_handler_breaks(s: &mut Step<'_>, _: &Error) -> StepResult {
+    s.break_label("NOPE")
+}
+fn outer_step(s: &mut Step<'_>, _: ()) -> StepResult {
+    s.add_catch(inner_step, inner_handler);
+    Ok(())
+}
+fn outer_step_breaking(s: &mut Step<'_>, _: ()) -> StepResult {
+    s.add_catch(inner_step, inner_handler_breaks);
+    Ok(())
+}
+
+/// The outer handler's view of an error an inner handler raised: its
+/// code and `async_stack`, last path segments only.
+fn seen_by_outer(
+    outer: impl Fn(&mut Step<'_>, ()) -> StepResult + Clone + Send + 'static,
+) -> String {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add_catch(outer, |s, e| {
+        let st: Vec<&str> = s
+            .state()
+            .async_stack()
+            .iter()
+            .map(|x| x.rsplit("::").next().unwrap())
+            .collect();
+        let seen = format!("{} {}", e.code(), st.join(","));
+        s.success((seen,))
+    });
+    let p = root.promise::<(String,)>(&mut tool);
+    tool.block_on(p).unwrap().0
+}
+
+/// An error raised by a handler names the step it handled last, as one
+/// the step raised itself would; so does a break that matched no loop.
+#[test]
+fn async_stack_of_an_error_from_a_handler_ends_with_the_handled_step() {
+    assert_eq!(seen_by_outer(outer_step), "Y outer_step,inner_step");
+    assert_eq!(
+        seen_by_outer(outer_step_breaking),
+        "LoopBreak outer_step_breaking,inner_step"
+    );
+}
