@@ -245,12 +245,26 @@ impl Drop for Args {
     #[inline]
     fn drop(&mut self) {
         if self.vals.iter().any(Option::is_some) {
-            // SAFETY: this is `drop`, so `vals` is dropped once and never
-            // used again. Dropping the array in place drops every slot and,
-            // like the array's own drop glue, goes on past a panicking one.
-            unsafe { ManuallyDrop::drop(&mut self.vals) }
+            drop_values(&mut self.vals);
         }
     }
+}
+
+/// Drops every value, each on its own: a value whose `Drop` panics does not
+/// keep the others from being dropped, and a second panic (or one while
+/// the thread unwinds) does not abort the process (see
+/// `steps::drop_caught`). The first panic goes on once all are dropped.
+#[cold]
+#[inline(never)]
+fn drop_values(vals: &mut [Option<Value>; 4]) {
+    use crate::steps::drop_caught::{drop_caught, rethrow};
+    let mut first = None;
+    for v in vals.iter_mut() {
+        if let Some(v) = v.take() {
+            drop_caught(v, &mut first);
+        }
+    }
+    rethrow(first);
 }
 
 impl Args {

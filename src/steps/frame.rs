@@ -4,6 +4,7 @@
 use crate::args::Args;
 use crate::error::Error;
 use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
+use crate::steps::drop_caught::{drain_caught, drop_caught, rethrow, Payload};
 use crate::steps::result::{FutureWake, WaitToken};
 use crate::tool::scheduler::TaskKey;
 use smallvec::SmallVec;
@@ -45,6 +46,32 @@ pub(crate) struct Extra {
     pub stack: Vec<Box<dyn Any>>,
     /// Allocated on first use; kept with the `Extra` when it is recycled.
     pub rare: Option<Box<Rare>>,
+}
+
+/// Dropped outside [`Extra::reset`] (a frame dropped whole, as when a
+/// strand or a flow goes): the same one-at-a-time drops, so two panicking
+/// values, or one while the thread unwinds, do not abort the process.
+impl Drop for Extra {
+    fn drop(&mut self) {
+        if self.cancel.is_some() || !self.stack.is_empty() || self.rare.is_some() {
+            let mut first = None;
+            if let Some(c) = self.cancel.take() {
+                drop_caught(c, &mut first);
+            }
+            drain_caught(&mut self.stack, &mut first);
+            if let Some(mut r) = self.rare.take() {
+                // The parts that hold user values, each on its own.
+                if let Some(lp) = r.lp.take() {
+                    drop_caught(lp, &mut first);
+                }
+                if let Some(f) = r.fut.take() {
+                    drop_caught(f, &mut first);
+                }
+                drop_caught(r, &mut first);
+            }
+            rethrow(first);
+        }
+    }
 }
 
 /// What only sync, I/O, loop, parallel and await steps need.
@@ -177,19 +204,36 @@ impl Extra {
 
     /// Empties it for reuse, dropping what it holds in field order (as
     /// dropping it would). A panicking `Drop` of a `stack()` value goes to
-    /// the caller; the values after it in the vector are still dropped.
+    /// the caller once everything else is dropped (the first of several;
+    /// see [`drop_caught`](crate::steps::drop_caught)).
     ///
     /// Returns true when giving back its sync slots posted a message to
     /// the loop's own queue (a grant to a waiter of this loop):
     /// `local_len` is read just before and after the slots go, so a
     /// message another value's `Drop` posts does not count.
     pub(crate) fn reset(&mut self, mut local_len: impl FnMut() -> usize) -> bool {
-        self.cancel = None;
+        let mut first = None;
+        if let Some(c) = self.cancel.take() {
+            drop_caught(c, &mut first);
+        }
+        if !self.stack.is_empty() {
+            drain_caught(&mut self.stack, &mut first);
+        }
         if self.stack.capacity() > STACK_KEEP {
             self.stack = Vec::new();
-        } else {
-            self.stack.clear();
         }
+        let granted = self.reset_rare(&mut local_len, &mut first);
+        rethrow(first);
+        granted
+    }
+
+    /// The `Rare` part of [`reset`](Self::reset); a panicking user `Drop`
+    /// (a loop's items, an awaited future) is kept in `first`.
+    fn reset_rare(
+        &mut self,
+        local_len: &mut impl FnMut() -> usize,
+        first: &mut Option<Payload>,
+    ) -> bool {
         let mut granted = false;
         if let Some(r) = self.rare.as_deref_mut() {
             // Each part is tested first: most are empty, and a test is
@@ -211,14 +255,14 @@ impl Extra {
             if !r.sources.is_empty() {
                 r.sources.clear();
             }
-            if r.lp.is_some() {
-                r.lp = None;
+            if let Some(lp) = r.lp.take() {
+                drop_caught(lp, first);
             }
             if r.par.is_some() {
                 r.par = None;
             }
-            if r.fut.is_some() {
-                r.fut = None;
+            if let Some(f) = r.fut.take() {
+                drop_caught(f, first);
             }
         }
         granted

@@ -3,6 +3,7 @@
 
 pub(crate) mod catch;
 pub(crate) mod def;
+pub(crate) mod drop_caught;
 pub(crate) mod flow;
 pub(crate) mod frame;
 pub(crate) mod inline;

@@ -1,0 +1,117 @@
+//! Two panics at once in users' `Drop`s: two `stack()` values of one step,
+//! two success args, a cancel callback and a stack value of the same step.
+//! Rust's drop glue aborts the process on a second panic while the first
+//! unwinds; the engine drops such values one at a time, so the flow ends
+//! with `InternalError` naming the first panic, every value is dropped,
+//! and the loop goes on. (Before, each case aborted the whole process, so
+//! these live in their own test binary.)
+
+use futoin_asyncsteps::{codes, ArgValue, AsyncSteps, TestTool};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+/// Panics when dropped, after counting the drop.
+struct Boom(&'static str, Arc<AtomicUsize>);
+impl ArgValue for Boom {}
+impl Drop for Boom {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, SeqCst);
+        panic!("drop of {}", self.0);
+    }
+}
+
+/// Keeps the cases' own panics off the output; others (a failed
+/// assertion) still print.
+fn quiet() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let msg = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            if !(msg.starts_with("drop of") || msg == "cancel callback") {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// The loop still runs flows after the case.
+fn loop_goes_on(tool: &mut TestTool) {
+    let mut ok = AsyncSteps::new();
+    ok.add(|s, ()| s.success((1u8,)));
+    let p = ok.promise::<(u8,)>(tool);
+    assert_eq!(tool.block_on(p).unwrap(), (1,));
+}
+
+#[test]
+fn two_panicking_stack_values() {
+    quiet();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let d = drops.clone();
+    root.add(move |s, ()| {
+        s.stack(Boom("a", d.clone()));
+        s.stack(Boom("b", d.clone()));
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some("panic in a value dropped by the flow: drop of b"),
+        "the last value goes first"
+    );
+    assert_eq!(drops.load(SeqCst), 2);
+    loop_goes_on(&mut tool);
+}
+
+#[test]
+fn two_panicking_success_args_of_a_detached_flow() {
+    quiet();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut tool = TestTool::new();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    tool.set_unhandled_error_hook(move |e| s2.lock().unwrap().push(e.to_string()));
+    let mut root = AsyncSteps::new();
+    let d = drops.clone();
+    root.add(move |s, ()| s.success((Boom("a", d.clone()), Boom("b", d.clone()))));
+    root.execute(&mut tool);
+    tool.run_all();
+    assert_eq!(drops.load(SeqCst), 2);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["InternalError: panic in a value dropped by the flow: drop of a"]
+    );
+    loop_goes_on(&mut tool);
+}
+
+#[test]
+fn a_panicking_cancel_callback_and_stack_value_on_timeout() {
+    quiet();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let d = drops.clone();
+    root.add(move |s, ()| {
+        s.stack(Boom("value", d.clone()));
+        s.set_cancel(|| panic!("cancel callback"));
+        s.set_timeout(Duration::from_millis(1));
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.run_all();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(e.info(), Some("panic in cancel callback: cancel callback"));
+    assert_eq!(drops.load(SeqCst), 1);
+    loop_goes_on(&mut tool);
+}
