@@ -115,7 +115,11 @@ pub(crate) struct Flow {
     main: Strand,
     side: Option<Box<Side>>,
     pub state: State,
+    /// The seq of the newest frame ([`next_seq`](Self::next_seq)).
     pub seq: u32,
+    /// After the seqs have wrapped: the first seq above `seq` that a live
+    /// frame still has (0: none), where `next_seq` looks again.
+    seq_end: u32,
     done: Option<Arc<Completion>>,
     /// The main strand has not run yet.
     start: bool,
@@ -206,6 +210,7 @@ impl Flow {
             side.ready.clear();
         }
         self.seq = 0;
+        self.seq_end = 0;
         self.done = None;
         self.start = false;
         self.canceled = false;
@@ -462,6 +467,42 @@ impl Flow {
         }
     }
 
+    /// The seq for the next frame (or a frame's next iteration); the
+    /// caller stores it in `seq` when it uses it. Seqs are never 0 (that
+    /// marks "no parent" in a strand) and never one a live frame has: a
+    /// frame is found by its seq (`find_frame`, timeouts, completions).
+    #[inline(always)]
+    pub(crate) fn next_seq(&mut self) -> u32 {
+        match self.seq.checked_add(1) {
+            // `seq_end` 0 (nothing reserved) wraps to the largest u32.
+            Some(s) if s <= self.seq_end.wrapping_sub(1) => s,
+            _ => self.next_seq_wrapped(),
+        }
+    }
+
+    /// [`next_seq`](Self::next_seq) once the u32 seqs have run out (a flow
+    /// that made 2^32 frames, such as a server's long loop) or reached a
+    /// seq a live frame kept from before: the next seq, going round past
+    /// 0, that no live frame has, and where the next such one is.
+    #[cold]
+    #[inline(never)]
+    fn next_seq_wrapped(&mut self) -> u32 {
+        let mut live: Vec<u32> = self.main.frames.iter().map(|f| f.seq).collect();
+        if let Some(side) = &self.side {
+            for b in side.branches.iter().filter(|b| b.live) {
+                live.extend(b.frames.iter().map(|f| f.seq));
+            }
+        }
+        live.sort_unstable();
+        let mut s = self.seq.checked_add(1).unwrap_or(1);
+        while live.binary_search(&s).is_ok() {
+            s = s.checked_add(1).unwrap_or(1);
+        }
+        let i = live.partition_point(|&x| x <= s);
+        self.seq_end = live.get(i).copied().unwrap_or(0);
+        s
+    }
+
     #[inline(always)]
     pub(crate) fn push_frame(
         &mut self,
@@ -470,8 +511,7 @@ impl Flow {
         name: crate::steps::def::NameFn,
         kind: Kind,
     ) {
-        // Frame seqs are never 0: that marks "no parent" in a strand.
-        self.seq = self.seq.checked_add(1).unwrap_or(1);
+        self.seq = self.next_seq();
         let seq = self.seq;
         let st = self.st(sid);
         if st.frames.capacity() == 0 {

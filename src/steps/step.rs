@@ -195,7 +195,7 @@ impl<'a> Step<'a> {
             return None;
         }
         debug_assert!(self.pending.is_none(), "a loop iteration's frame is pushed");
-        let seq = self.flow.seq.checked_add(1).unwrap_or(1);
+        let seq = self.flow.next_seq();
         let f = &mut self.flow.st(self.sid).frames[self.depth];
         if !f.is_plain() {
             return None;

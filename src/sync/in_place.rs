@@ -312,7 +312,7 @@ impl Step<'_> {
         debug_assert!(self.sched.section.is_none(), "one section at a time");
         self.sched.section = Some((hold, section));
         if !self.frame_deferred() {
-            let seq = self.flow.seq.checked_add(1).unwrap_or(1);
+            let seq = self.flow.next_seq();
             self.flow.seq = seq;
             let frames = &mut self.flow.st(self.sid).frames;
             debug_assert_eq!(frames.len(), self.depth + 1, "the step's frame is on top");

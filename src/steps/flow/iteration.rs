@@ -143,8 +143,7 @@ impl Flow {
         if !self.may_run_next(sched, sid) {
             return false;
         }
-        // Frame seqs are never 0, as in `push_frame`.
-        let seq = self.seq.checked_add(1).unwrap_or(1);
+        let seq = self.next_seq();
         let st = self.st(sid);
         // The `frames.len()` and `wait` checks are defensive: a sub-step
         // that went on with its own frame still on top left steps queued,

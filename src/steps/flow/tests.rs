@@ -217,3 +217,40 @@ fn a_panicking_frameless_section_frees_the_lock_for_the_next_step() {
     assert_eq!(run(root).0, Ok((31,)));
     assert_eq!(m.counts(), (0, 0));
 }
+
+/// Frame seqs that run out (2^32 frames in one flow, as in a server's
+/// long loop) go round past 0 skipping the seqs live frames still have:
+/// a step's stack value stays reachable, and a timeout still finds its
+/// step. Jumps the counter near its end instead of making 2^32 frames.
+#[test]
+fn seqs_going_round_skip_live_frames() {
+    use crate::testing::TestTool;
+    use std::time::Duration;
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        let r = s.stack(7u32); // this frame keeps seq 1
+        s.add(move |s, ()| {
+            // A frame at seq 2, then the counter near its end.
+            s.set_timeout(Duration::from_secs(1));
+            s.stack(0u8);
+            s.flow.seq = u32::MAX - 3;
+            s.repeat(10, move |s, i| {
+                assert_ne!(s.flow.seq, 0);
+                assert_eq!(*s.stack_get(r)?, 7, "iteration {i}");
+                Ok(())
+            });
+            s.add(|s, ()| {
+                // Waits here for the timeout of the step at seq 2.
+                s.wait_external();
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.advance(Duration::from_secs(2));
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::TIMEOUT, "the timeout found its step");
+}
