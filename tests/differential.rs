@@ -639,25 +639,54 @@ fn continue_from_a_handler_cancels_the_iteration() {
     );
 }
 
-/// break inside a parallel branch does not reach a loop outside the
-/// branch: it is a `LoopBreak` error that fails the parallel step and
-/// aborts the loop.
-#[test]
-fn break_in_a_branch_is_an_error_outside_it() {
+/// A parallel step in a `repeat` whose branch raises `break` (with no
+/// label, or with the loop's label) or `break` with a label no loop has;
+/// both the parallel step and the step around the loop have handlers.
+fn break_in_a_branch(label: Option<Label>) -> Program {
     let body = step(
         2,
         vec![Op::Add(par(
-            vec![branch(step(3, vec![], End::Break(None)), None)],
+            vec![branch(step(3, vec![], End::Break(label)), None)],
             Some(handler(4, vec![], HEnd::Silent)),
         ))],
         End::Implicit,
     );
-    let p = prog(vec![add_catch(
-        step(1, vec![Op::Add(repeat(2, None, body))], End::Implicit),
+    prog(vec![add_catch(
+        step(
+            1,
+            vec![Op::Add(repeat(2, Some(Label::A), body))],
+            End::Implicit,
+        ),
         handler(5, vec![], HEnd::Success(vec![5])),
-    )]);
+    )])
+}
+
+/// break inside a parallel branch reaches the loop outside the branch
+/// (spec 2.2.4: a labelled break exits the loop of that label, an
+/// unlabelled one the innermost loop): the branch and the parallel step
+/// end, no handler between runs, and the loop ends.
+#[test]
+fn break_in_a_branch_exits_the_loop_outside_it() {
+    for label in [None, Some(Label::A)] {
+        expect(
+            &break_in_a_branch(label),
+            &[
+                "enter 1 [] @0",
+                "enter 2 [0] @0",
+                "enter 3 [] @0",
+                "result ok [] @0",
+                "clock 0",
+            ],
+        );
+    }
+}
+
+/// A break whose label no loop has, in a parallel branch, is a
+/// `LoopBreak` error: it fails the parallel step and aborts the loop.
+#[test]
+fn break_in_a_branch_with_an_unknown_label_is_an_error() {
     expect(
-        &p,
+        &break_in_a_branch(Some(Label::Z)),
         &[
             "enter 1 [] @0",
             "enter 2 [0] @0",

@@ -332,3 +332,89 @@ fn async_stack_of_an_error_from_a_handler_ends_with_the_handled_step() {
         "LoopBreak outer_step_breaking,inner_step"
     );
 }
+
+// ------------------------------------------------- break across parallel
+
+/// A labelled break in a parallel branch exits the loop of that label
+/// outside the parallel step (spec 2.2.4), also from a nested parallel
+/// and from a branch's error handler; a continue starts its next
+/// iteration. The siblings are cancelled and no handler between runs.
+#[test]
+fn loop_control_from_a_branch_reaches_the_loop_outside() {
+    fn run(kind: &'static str) -> (u32, Vec<String>) {
+        let l = log();
+        let mut tool = TestTool::new();
+        let mut root = AsyncSteps::new();
+        let l0 = l.clone();
+        root.add(move |s, ()| {
+            s.state().set("n", 0u32);
+            let l1 = l0.clone();
+            s.loop_labeled("OUTER", move |s| {
+                let (l2, l3) = (l1.clone(), l1.clone());
+                s.repeat(1, move |s, _| {
+                    let l2 = l2.clone();
+                    let l3 = l3.clone();
+                    s.parallel_catch(move |_, e| {
+                        push(&l3, format!("parallel handler {}", e.code()));
+                        Ok(())
+                    })
+                    .add(move |s, ()| {
+                        let n = s.state().get_mut::<u32>("n").unwrap();
+                        *n += 1;
+                        let n = *n;
+                        if n < 3 {
+                            return Ok(());
+                        }
+                        // In a sub-step: the sibling has started by then.
+                        s.add(move |s, ()| match kind {
+                            "break" => s.break_label("OUTER"),
+                            "continue" if n == 3 => s.continue_label("OUTER"),
+                            "continue" => s.break_label("OUTER"),
+                            "nested" => {
+                                s.parallel().add(|s, ()| s.break_label("OUTER"));
+                                Ok(())
+                            }
+                            _ => {
+                                s.add_catch(
+                                    |s, ()| s.error("E", "e"),
+                                    |s, _| s.break_label("OUTER"),
+                                );
+                                Ok(())
+                            }
+                        });
+                        Ok(())
+                    })
+                    .add(move |s, ()| {
+                        // From the round that breaks on, it waits: only
+                        // the break (or continue) can end it.
+                        if *s.state().get::<u32>("n").unwrap() >= 3 {
+                            s.set_cancel(move || push(&l2, "sibling cancelled"));
+                            s.wait_external();
+                        }
+                        Ok(())
+                    });
+                    Ok(())
+                });
+                Ok(())
+            });
+            s.add(|s, ()| {
+                let n = *s.state().get::<u32>("n").unwrap();
+                s.success((n,))
+            });
+            Ok(())
+        });
+        let p = root.promise::<(u32,)>(&mut tool);
+        let r = tool.block_on(p);
+        (r.unwrap_or_else(|e| panic!("{kind}: {e}")).0, entries(&l))
+    }
+    assert_eq!(run("break"), (3, vec!["sibling cancelled".into()]));
+    assert_eq!(
+        run("continue"),
+        (
+            4,
+            vec!["sibling cancelled".into(), "sibling cancelled".into()]
+        )
+    );
+    assert_eq!(run("nested"), (3, vec!["sibling cancelled".into()]));
+    assert_eq!(run("handler"), (3, vec!["sibling cancelled".into()]));
+}

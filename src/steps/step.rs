@@ -724,6 +724,12 @@ impl<'a> Step<'a> {
     }
 
     /// Breaks the innermost loop (spec `break`): `return s.break_loop();`.
+    ///
+    /// The steps between this one and the loop are cancelled (their cancel
+    /// callbacks run) and their error handlers do not run. From a parallel
+    /// branch with no loop of its own, it reaches the loop around the
+    /// parallel step: the parallel step ends, its other branches
+    /// cancelled. Not under any loop, handlers see a `LoopBreak` error.
     pub fn break_loop(&mut self) -> StepResult {
         Err(Error::control(Control::Break(None)))
     }
@@ -755,7 +761,10 @@ impl<'a> Step<'a> {
         Err(Error::control(Control::Break(Some(label.into()))))
     }
 
-    /// Continues with the next iteration of the innermost loop (spec `continue`).
+    /// Continues with the next iteration of the innermost loop (spec
+    /// `continue`). Like the breaks, it reaches a loop outside a parallel
+    /// step from inside one of its branches: the parallel step ends, its
+    /// other branches cancelled.
     pub fn continue_loop(&mut self) -> StepResult {
         Err(Error::control(Control::Continue(None)))
     }

@@ -865,8 +865,13 @@ impl<'p> Model<'p> {
             if let Some(a) = self.loop_control(sid, &e, true) {
                 return Some(a);
             }
-            // Engine choice: no enclosing loop in this strand with that
-            // label (or none at all): a plain LoopBreak/LoopCont error.
+            // No such loop in this strand, but one outside the parallel
+            // step this branch belongs to: the branch ends with it.
+            if self.loop_outside(sid, &e) {
+                return self.leave_branch(sid, e);
+            }
+            // Engine choice: no enclosing loop at all with that label (or
+            // none at all): a plain LoopBreak/LoopCont error.
             e.ctl = None;
         }
         let mut origin = true;
@@ -891,15 +896,20 @@ impl<'p> Model<'p> {
             let c = self.call_handler(sid, h, &e.code, iter);
             match c.res {
                 Err(mut e2) => {
-                    self.pop_frame(sid, false);
                     if e2.ctl.is_some() {
                         // Engine choice: break/continue from a handler is
                         // loop control too.
-                        if let Some(a) = self.loop_control(sid, &e2, false) {
-                            return Some(a);
+                        let frames = &self.strands[sid].frames;
+                        if find_loop(&frames[..frames.len() - 1], &e2).is_some() {
+                            self.pop_frame(sid, false);
+                            return self.loop_control(sid, &e2, false);
+                        }
+                        if self.loop_outside(sid, &e2) {
+                            return self.leave_branch(sid, e2);
                         }
                         e2.ctl = None;
                     }
+                    self.pop_frame(sid, false);
                     e = e2;
                 }
                 // 1.2.1: steps added in a handler run on the failed step's
@@ -961,18 +971,8 @@ impl<'p> Model<'p> {
     /// iteration. Handlers on the way are not called (engine choice: the
     /// spec handles the special exception "internally").
     fn loop_control(&mut self, sid: usize, e: &Err, origin_on_top: bool) -> Option<Act> {
-        let (want, brk) = match &e.ctl {
-            Some(Ctl::Break(l)) => (*l, true),
-            Some(Ctl::Continue(l)) => (*l, false),
-            None => return None,
-        };
-        let l = self.strands[sid]
-            .frames
-            .iter()
-            .rposition(|f| match &f.kind {
-                Kind::Loop { label, .. } => want.is_none() || *label == want,
-                _ => false,
-            })?;
+        let brk = matches!(e.ctl, Some(Ctl::Break(_)));
+        let l = find_loop(&self.strands[sid].frames, e)?;
         if origin_on_top && self.strands[sid].frames.len() > l + 1 {
             self.pop_frame(sid, false);
         }
@@ -985,6 +985,32 @@ impl<'p> Model<'p> {
             self.top(sid).queue.clear();
         }
         Some(Act::Next(vec![]))
+    }
+
+    /// True when a break/continue that found no loop in branch `sid` has
+    /// one in an enclosing strand (outside its parallel step). Spec 2.2.4:
+    /// a labelled break exits the loop of that label, however deep.
+    fn loop_outside(&self, sid: usize, e: &Err) -> bool {
+        let mut cur = sid;
+        while let Some((p, _)) = self.strands[cur].parent {
+            if find_loop(&self.strands[p].frames, e).is_some() {
+                return true;
+            }
+            cur = p;
+        }
+        false
+    }
+
+    /// The branch ends with the break/continue for a loop outside it: the
+    /// step that raised it ends without its cancel callback, the others
+    /// are cancelled, and the parallel step fails with it (its siblings
+    /// cancelled), which unwinds to that loop the same way.
+    fn leave_branch(&mut self, sid: usize, e: Err) -> Option<Act> {
+        self.pop_frame(sid, false);
+        while !self.strands[sid].frames.is_empty() {
+            self.pop_frame(sid, true);
+        }
+        self.strand_done(sid, Err(e))
     }
 
     /// A strand ran out of steps, or failed with no handler left. The root
@@ -1088,4 +1114,17 @@ impl<'p> Model<'p> {
             }
         }
     }
+}
+
+/// The innermost loop in `frames` that the break/continue `e` reaches
+/// (with its label, if it has one).
+fn find_loop(frames: &[Frame], e: &Err) -> Option<usize> {
+    let want = match &e.ctl {
+        Some(Ctl::Break(l)) | Some(Ctl::Continue(l)) => *l,
+        None => return None,
+    };
+    frames.iter().rposition(|f| match &f.kind {
+        Kind::Loop { label, .. } => want.is_none() || *label == want,
+        _ => false,
+    })
 }

@@ -100,6 +100,9 @@ impl Flow {
         if *err.control_ref() != Control::None {
             match self.loop_control(sched, sid, &err, true) {
                 Some(act) => return Some(act),
+                None if self.loop_outside(sid, err.control_ref()) => {
+                    return self.leave_branch(sched, sid, err, true);
+                }
                 None => err = err.into_plain(),
             }
         }
@@ -160,6 +163,9 @@ impl Flow {
                         // not raise it, so they are all cancelled on the way.
                         return self.loop_control(sched, sid, &e2, false);
                     }
+                    if self.loop_outside(sid, e2.control_ref()) {
+                        return self.leave_branch(sched, sid, e2, true);
+                    }
                     // Recorded while the handled step is still on the
                     // stack: `async_stack` ends with it, as for an error
                     // its own callback raised.
@@ -185,6 +191,45 @@ impl Flow {
             }
             origin = false;
         }
+    }
+
+    /// True when a break/continue that matched no loop in parallel branch
+    /// `sid` has one in an enclosing strand: a loop outside the parallel
+    /// step (spec 2.2.4: a labelled break exits the loop of that label,
+    /// however deep; an unlabelled one the innermost loop).
+    fn loop_outside(&self, sid: u32, control: &Control) -> bool {
+        let mut cur = sid;
+        while let Some((p, _)) = self.st_get(cur).and_then(|s| s.parent()) {
+            match self.st_get(p) {
+                Some(ps) if matching_loop(&ps.frames, control).is_some() => return true,
+                Some(_) => cur = p,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// Ends branch `sid` with a break/continue for a loop outside it: its
+    /// frames go (the one that raised it, on top when `origin_on_top`,
+    /// without its cancel callback; the others cancelled), and the error,
+    /// still a break/continue, fails the parallel step
+    /// (`branch_done`: the siblings are cancelled), whose strand then
+    /// unwinds to that loop the same way, skipping the handlers between.
+    fn leave_branch(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        err: Error,
+        origin_on_top: bool,
+    ) -> Option<Act> {
+        if origin_on_top {
+            self.pop_frame(sched, sid, false);
+        }
+        while !self.st(sid).frames.is_empty() {
+            self.pop_frame(sched, sid, true);
+        }
+        sched.clear_args();
+        self.strand_done(sched, sid, Err(err))
     }
 
     /// break/continue: find the matching loop in this strand. With
