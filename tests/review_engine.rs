@@ -107,7 +107,16 @@ fn args_register_is_empty_after_flow_fails() {
         },
     );
     let p = root.promise::<()>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap_err().code(), "Second");
+    // error() after success() is a misuse: the flow fails with it.
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some(
+            "error() after success(): a step completes once \
+             (asked for Second: handler replaced the error)"
+        )
+    );
     assert!(
         *dropped.lock().unwrap(),
         "result args of a failed flow must be dropped when it ends"
