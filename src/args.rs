@@ -54,7 +54,8 @@ pub enum Value {
     Str(Box<str>),
     /// `Vec<u8>`
     Bytes(Box<[u8]>),
-    /// Any other `Send + 'static` type (see [`ArgValue`]).
+    /// Any other [`ArgValue`] type, boxed: `char`, `&'static str`,
+    /// `Vec<String>`, `Option<T>` and the crate's or your own types.
     Custom(Box<dyn CustomValue>),
 }
 
@@ -131,8 +132,11 @@ impl fmt::Debug for Value {
 
 /// A type that can travel as a success argument.
 ///
-/// Implemented for the primitives, `String` and `Vec<u8>`. Any other
-/// `Send + 'static` type opts in with an empty impl and travels boxed:
+/// Implemented for the primitives, `String` and `Vec<u8>` (stored inline
+/// in [`Value`]), and for `char`, `&'static str`, `Vec<String>` and
+/// `Option<T>` (any `T: Send + 'static`), which travel boxed.
+///
+/// A type of your own crate opts in with an empty impl and travels boxed:
 ///
 /// ```
 /// use futoin_asyncsteps::{ArgValue, FromArgs, IntoArgs};
@@ -142,6 +146,27 @@ impl fmt::Debug for Value {
 ///
 /// let mut a = (User { id: 3 },).into_args();
 /// assert_eq!(<(User,)>::from_args(&mut a).unwrap().0, User { id: 3 });
+/// ```
+///
+/// A type from `std` or another crate cannot be given that impl in your
+/// crate (Rust's orphan rule: neither the trait nor the type is yours).
+/// Wrap it in a newtype of your own instead:
+///
+/// ```
+/// use futoin_asyncsteps::{ArgValue, FromArgs, IntoArgs};
+/// use std::collections::HashSet;
+/// use std::sync::Arc;
+///
+/// struct Tags(HashSet<String>);
+/// impl ArgValue for Tags {}
+/// struct Shared(Arc<Vec<u64>>);
+/// impl ArgValue for Shared {}
+///
+/// let tags = Tags(HashSet::from([String::from("new")]));
+/// let mut a = (tags, Shared(Arc::new(vec![1, 2]))).into_args();
+/// let (t, s) = <(Tags, Shared)>::from_args(&mut a).unwrap();
+/// assert!(t.0.contains("new"));
+/// assert_eq!(*s.0, [1, 2]);
 /// ```
 pub trait ArgValue: Sized + Send + 'static {
     /// Wraps the value.
@@ -225,6 +250,12 @@ impl ArgValue for Vec<u8> {
         "Vec<u8>"
     }
 }
+
+// Boxed as `Value::Custom` by the trait's default methods.
+impl ArgValue for char {}
+impl ArgValue for &'static str {}
+impl ArgValue for Vec<String> {}
+impl<T: Send + 'static> ArgValue for Option<T> {}
 
 /// Up to four success arguments, stored inline.
 ///

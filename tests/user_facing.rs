@@ -1,0 +1,66 @@
+//! Behaviour a new user of the crate meets first: which values travel as
+//! success args, what the error codes and messages of common mistakes
+//! say, and the small conveniences (`Debug`, `Default`, loop collections)
+//! the public types offer.
+//!
+//! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
+
+use futoin_asyncsteps::{codes, AsyncSteps, Error, FromArgs, TestTool};
+
+fn run<T: FromArgs>(root: AsyncSteps) -> Result<T, Error> {
+    let mut tool = TestTool::new();
+    let p = root.promise::<T>(&mut tool);
+    tool.block_on(p)
+}
+
+#[track_caller]
+fn assert_internal(e: &Error, info: &str) {
+    assert_eq!(e.code(), codes::INTERNAL_ERROR, "error: {e}");
+    assert_eq!(e.info(), Some(info), "error: {e}");
+}
+
+// ---------------------------------------------------------------------------
+// Success args of std types
+// ---------------------------------------------------------------------------
+
+#[test]
+fn std_types_travel_from_step_to_step() {
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.success((
+            Some(5u32),
+            'x',
+            "literal",
+            vec![String::from("a"), String::from("b")],
+        ))
+    });
+    root.add(
+        |s, (n, c, lit, list): (Option<u32>, char, &'static str, Vec<String>)| {
+            assert_eq!((n, c, lit), (Some(5), 'x', "literal"));
+            assert_eq!(list, ["a", "b"]);
+            s.success((None::<String>, list))
+        },
+    );
+    let (none, list) = run::<(Option<String>, Vec<String>)>(root).unwrap();
+    assert_eq!(none, None);
+    assert_eq!(list, ["a", "b"]);
+}
+
+#[test]
+fn a_mismatch_of_std_types_names_both() {
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((Some(5u32),)));
+    root.add(|_, (_c,): (char,)| Ok(()));
+    assert_internal(
+        &run::<()>(root).unwrap_err(),
+        "step expects (char,), got (core::option::Option<u32>,)",
+    );
+
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success(("literal", vec![String::from("a")])));
+    root.add(|_, (_s, _b): (String, Vec<u8>)| Ok(()));
+    assert_internal(
+        &run::<()>(root).unwrap_err(),
+        "step expects (String, Vec<u8>), got (&str, alloc::vec::Vec<alloc::string::String>)",
+    );
+}
