@@ -6,6 +6,7 @@
 use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
 use crate::tokio_peer::{client_runtime, connect_all, tokio_echo, tokio_http, tokio_server};
 use crate::{echo, http, serve};
+use futoin_asyncsteps::io::mio;
 use futoin_asyncsteps::Runtime;
 use std::future::Future;
 use std::net::SocketAddr;

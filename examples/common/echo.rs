@@ -1,9 +1,9 @@
 //! The connection flow of `examples/echo_server.rs`, shared with the
 //! network benchmark.
 
+use futoin_asyncsteps::io::mio::net::TcpStream;
 use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::{AsyncSteps, TakeOnce};
-use mio::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -18,10 +18,10 @@
 //! the scan for the end of a head resumes where it stopped, and a head is
 //! parsed once, however many reads its body takes.
 
+use futoin_asyncsteps::io::mio::net::TcpStream;
 use futoin_asyncsteps::io::net::{self, Then};
 use futoin_asyncsteps::io::Interest;
 use futoin_asyncsteps::{codes, AsyncSteps, StackRef, Step, TakeOnce};
-use mio::net::TcpStream;
 use std::cell::Cell;
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;

@@ -5,9 +5,9 @@
 
 #![allow(dead_code)] // each including crate uses a part of it
 
+use futoin_asyncsteps::io::mio::net::{TcpListener, TcpStream};
 use futoin_asyncsteps::io::{net, Interest, Ready};
 use futoin_asyncsteps::{AsyncSteps, Promise, Runtime, RuntimeHandle, Step, TakeOnce};
-use mio::net::{TcpListener, TcpStream};
 use signal_hook::consts::SIGINT;
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;

@@ -2,11 +2,14 @@
 //! event support"): a step waits until a [`mio::event::Source`] the flow
 //! owns is readable or writable, on its own loop's reactor.
 //!
+//! The mio types this takes (sockets, `event::Source`) are re-exported as
+//! [`io::mio`](mio): no `mio` dependency of your own is needed.
+//!
 //! The flow keeps the source on its stack ([`Step::stack`]) in a step that
 //! encloses the waits, and a waiting step names it by its [`StackRef`]:
 //!
 //! ```
-//! use futoin_asyncsteps::io::{Interest, Ready};
+//! use futoin_asyncsteps::io::{mio, Interest, Ready};
 //! use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
 //! use std::io::{Read, Write};
 //!
@@ -54,6 +57,14 @@ use crate::tool::scheduler::IoKey;
 use crate::tool::shared::Msg;
 use reactor::{Begin, Reactor};
 use std::any::Any;
+
+/// The `mio` crate (version 1) this crate's loops are built on. Its types
+/// are part of this API: [`Step::wait_io`] takes any
+/// [`mio::event::Source`], [`net`] works on [`mio::net`] sockets. Reach
+/// them here, as `futoin_asyncsteps::io::mio::net::TcpStream` and so on,
+/// without a `mio` dependency of your own (one of your own must be the
+/// same major version to be the same types).
+pub use mio;
 
 pub use mio::Interest;
 
@@ -361,7 +372,7 @@ impl Step<'_> {
     /// [`wait_io`](Step::wait_io)). A no-op for a source never waited on.
     ///
     /// ```
-    /// use futoin_asyncsteps::io::{Interest, Ready};
+    /// use futoin_asyncsteps::io::{mio, Interest, Ready};
     /// use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
     ///
     /// let mut tool = AsyncTool::new()?;

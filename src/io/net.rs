@@ -28,7 +28,7 @@
 //! ```
 //! use futoin_asyncsteps::io::net;
 //! use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
-//! use mio::net::{TcpListener, TcpStream};
+//! use futoin_asyncsteps::io::mio::net::{TcpListener, TcpStream};
 //!
 //! let mut tool = AsyncTool::new()?;
 //! let listener = TcpListener::bind("127.0.0.1:0".parse()?)?;
@@ -307,7 +307,7 @@ const READ_EXACT_FIRST: usize = 64 << 10;
 /// `n` before the call to limit what one message may make the flow hold.
 ///
 /// ```
-/// use futoin_asyncsteps::io::net;
+/// use futoin_asyncsteps::io::{mio, net};
 /// use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, TakeOnce};
 /// use std::io::Write;
 ///

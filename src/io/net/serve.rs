@@ -94,6 +94,7 @@ const READS_PER_TURN: usize = 16;
 /// use [`read_some`](super::read_some) and [`write_all`](super::write_all) instead.
 ///
 /// ```
+/// use futoin_asyncsteps::io::mio;
 /// use futoin_asyncsteps::io::net::{self, Then};
 /// use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
 /// use std::io::{Read, Write};
