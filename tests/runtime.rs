@@ -714,7 +714,7 @@ fn shutdown_drops_everything_flows_held() {
     got.sort();
     let mut want: Vec<String> = ["closure", "stack", "state"]
         .iter()
-        .flat_map(|w| std::iter::repeat(format!("drop {w}")).take(4))
+        .flat_map(|w| std::iter::repeat_n(format!("drop {w}"), 4))
         .collect();
     want.sort();
     assert_eq!(got, want);

@@ -485,7 +485,7 @@ impl Step<'_> {
                 .sched
                 .io
                 .as_ref()
-                .map_or(true, |r| r.worth_trying(k, interest)),
+                .is_none_or(|r| r.worth_trying(k, interest)),
             None => true,
         }
     }

@@ -588,7 +588,7 @@ impl<'a> ForeignSteps<'a> {
 
     /// A new root of the same implementation (spec `newInstance`).
     pub fn new_instance(&mut self) -> Result<ForeignRoot, Error> {
-        let p = call!(self, new_instance, "newInstance").unwrap_or_default();
+        let p = call!(self, new_instance, "newInstance").unwrap_or(std::ptr::null_mut());
         // SAFETY: a fresh root from the implementation, owned from here.
         unsafe { ForeignRoot::from_raw(p) }
     }
