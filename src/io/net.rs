@@ -12,7 +12,9 @@
 //! came back short) and no event for it came since, they wait first
 //! instead of making a system call that would only block. End of
 //! stream is a normal result (an empty read); a reset, a broken pipe or any
-//! other socket error is `CommError` with the OS error in its info.
+//! other socket error is `CommError` with the OS error in its info. A
+//! connection that [`connect`] cannot establish is `ConnectError` instead
+//! (the two codes' meanings in [`codes`]).
 //!
 //! A server accepts with [`accept`] and runs each connection as a root
 //! flow of its own. A flow never leaves its loop, so where that flow starts
@@ -91,6 +93,11 @@ pub use serve::{serve_stream, Then};
 /// `CommError` for a socket error, naming the operation.
 fn comm(what: &str, e: io::Error) -> Error {
     Error::with_info(codes::COMM_ERROR, format!("{what}: {e}"))
+}
+
+/// `ConnectError` for a connection that could not be established.
+fn not_connected(e: io::Error) -> Error {
+    Error::with_info(codes::CONNECT_ERROR, format!("connect: {e}"))
 }
 
 /// What one attempt of an operation did.
@@ -439,29 +446,35 @@ impl mio::event::Source for Connecting {
     }
 }
 
-/// Connects to `addr`, failing with `Timeout` after `timeout`; the result
-/// is `(TcpStream,)`. A refused or unreachable peer is `CommError`.
+/// Connects to `addr`; the result is `(TcpStream,)`.
+///
+/// A connection that cannot be established (refused, unreachable, any
+/// socket error before it is up) is `ConnectError`, with the OS error in
+/// its info: `"connect: Connection refused (os error 111)"` on Linux.
+/// One not established within `timeout` is `Timeout`, as for any step's
+/// [`set_timeout`](Step::set_timeout). Errors on the connected stream
+/// later are `CommError`, as everywhere in this module.
 pub fn connect(s: &mut Step<'_>, addr: SocketAddr, timeout: Duration) {
     s.add(move |s, ()| {
         s.set_timeout(timeout);
-        let stream = TcpStream::connect(addr).map_err(|e| comm("connect", e))?;
+        let stream = TcpStream::connect(addr).map_err(not_connected)?;
         let c = s.stack(Connecting(Some(stream)));
         s.add(move |s, ()| s.wait_ready(c, Interest::WRITABLE));
         s.add(move |s, ()| {
             let slot = s.stack_get(c)?;
             let stream = slot.0.as_mut().expect("connecting");
-            if let Some(e) = stream.take_error().map_err(|e| comm("connect", e))? {
-                return Err(comm("connect", e));
+            if let Some(e) = stream.take_error().map_err(not_connected)? {
+                return Err(not_connected(e));
             }
             match stream.peer_addr() {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::NotConnected => {
                     return Err(Error::with_info(
-                        codes::COMM_ERROR,
+                        codes::CONNECT_ERROR,
                         format!("connect: {addr} did not accept the connection"),
                     ))
                 }
-                Err(e) => return Err(comm("connect", e)),
+                Err(e) => return Err(not_connected(e)),
             }
             // Leave the reactor before leaving the stack.
             s.release_io(c)?;
