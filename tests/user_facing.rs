@@ -5,7 +5,7 @@
 //!
 //! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
 
-use futoin_asyncsteps::{codes, AsyncSteps, Error, FromArgs, TestTool};
+use futoin_asyncsteps::{codes, AsyncSteps, Error, FromArgs, TakeOnce, TestTool};
 
 fn run<T: FromArgs>(root: AsyncSteps) -> Result<T, Error> {
     let mut tool = TestTool::new();
@@ -62,5 +62,28 @@ fn a_mismatch_of_std_types_names_both() {
     assert_internal(
         &run::<()>(root).unwrap_err(),
         "step expects (String, Vec<u8>), got (&str, alloc::vec::Vec<alloc::string::String>)",
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Promises
+// ---------------------------------------------------------------------------
+
+#[test]
+fn promise_wait_inside_a_step_points_to_await_future() {
+    let mut tool = TestTool::new();
+    let mut inner = AsyncSteps::new();
+    inner.add(|s, ()| {
+        s.wait_external();
+        Ok(())
+    });
+    let p = TakeOnce::new(inner.promise::<()>(&mut tool));
+    let mut outer = AsyncSteps::new();
+    outer.add(move |_, ()| p.take()?.wait());
+    let done = outer.promise::<()>(&mut tool);
+    assert_internal(
+        &tool.block_on(done).unwrap_err(),
+        "Promise::wait() on the loop's own thread would deadlock: inside a step use \
+         s.await_future(promise), outside one AsyncTool::block_on(promise)",
     );
 }

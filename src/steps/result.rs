@@ -397,12 +397,33 @@ impl<T: FromArgs> Promise<T> {
 
     /// Blocks the calling thread until the flow ends. On the loop's own
     /// thread this would never return: it fails at once with an
-    /// `InternalError`; use [`AsyncTool::block_on`](crate::AsyncTool::block_on)
-    /// there.
+    /// `InternalError`. There, inside a step, await the promise as a step
+    /// with [`s.await_future(promise)`](crate::Step::await_future); outside
+    /// steps, run the loop until it is done with
+    /// [`AsyncTool::block_on`](crate::AsyncTool::block_on) (or
+    /// [`TestTool::block_on`](crate::TestTool::block_on)).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, Promise, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut inner = AsyncSteps::new();
+    /// inner.add(|s, ()| s.success((7u8,)));
+    /// let p: Promise<(u8,)> = inner.promise(&mut tool);
+    ///
+    /// let mut outer = AsyncSteps::new();
+    /// let p = futoin_asyncsteps::TakeOnce::new(p);
+    /// outer.add(move |s, ()| {
+    ///     s.await_future(p.take()?); // not p.wait(): that would deadlock
+    ///     Ok(())
+    /// });
+    /// let done = outer.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(u8,)>(done).unwrap(), (7,));
+    /// ```
     pub fn wait(self) -> Result<T, Error> {
         if !self.is_done() && self.comp.on_home_thread() {
             return Err(Error::internal(
-                "Promise::wait() on the loop's own thread would deadlock; use block_on()",
+                "Promise::wait() on the loop's own thread would deadlock: inside a step use \
+                 s.await_future(promise), outside one AsyncTool::block_on(promise)",
             ));
         }
         let mut s = self.comp.slot.lock();
