@@ -610,10 +610,21 @@ impl<'a> Step<'a> {
             .ok_or_else(|| Error::internal("stack_get(): the step that owns this value has ended"))
     }
 
-    /// Adds a step that awaits any Rust `Future` (spec `await`, 1.13). Its
+    /// Adds a step that awaits a Rust `Future` (spec `await`, 1.13). Its
     /// output completes the step: `Ok(args)` as success, `Err(e)` as error.
     /// The future is polled on this loop only when woken; cancelling the step
     /// drops it.
+    ///
+    /// The future must be runtime-agnostic: `async` blocks, channels and
+    /// oneshots (such as `tokio::sync::oneshot`, which needs no runtime),
+    /// a [`Promise`](crate::Promise) of another flow. A future that needs
+    /// another runtime's reactor or timer, such as `tokio::time::sleep` or
+    /// a tokio socket, panics when polled here, and the step fails with
+    /// `InternalError` ("panic in awaited future: there is no reactor
+    /// running, ..."). Use this crate's own timers
+    /// ([`set_timeout`](Step::set_timeout), [`Scheduler::deferred`]) and
+    /// [`wait_io`](Step::wait_io) instead, or run that work on its own
+    /// runtime and await a channel it completes.
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, Error, TestTool};
