@@ -87,3 +87,49 @@ fn promise_wait_inside_a_step_points_to_await_future() {
          s.await_future(promise), outside one AsyncTool::block_on(promise)",
     );
 }
+
+// ---------------------------------------------------------------------------
+// Sync objects
+// ---------------------------------------------------------------------------
+
+#[test]
+fn zero_limiter_options_are_named_as_limiter_options() {
+    use futoin_asyncsteps::sync::{Limiter, LimiterOptions};
+    use std::time::Duration;
+    let cases = [
+        (
+            LimiterOptions {
+                concurrent: 0,
+                ..Default::default()
+            },
+            "Limiter: concurrent is 0, so no flow can ever enter",
+        ),
+        (
+            LimiterOptions {
+                rate: 0,
+                ..Default::default()
+            },
+            "Limiter: rate is 0, so no flow can ever enter",
+        ),
+        (
+            LimiterOptions {
+                period: Duration::ZERO,
+                ..Default::default()
+            },
+            "Limiter: the period is zero, so it would limit nothing",
+        ),
+    ];
+    for (o, info) in cases {
+        let l = Limiter::new(o);
+        // A level-0 sync step, and a sync added inside a step.
+        let mut root = AsyncSteps::new();
+        root.sync(&l, |_, ()| Ok(()));
+        assert_internal(&run::<()>(root).unwrap_err(), info);
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            s.sync(&l, |_, ()| Ok(()));
+            Ok(())
+        });
+        assert_internal(&run::<()>(root).unwrap_err(), info);
+    }
+}

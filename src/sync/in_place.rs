@@ -162,10 +162,11 @@ where
     F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,
     A: FromArgs + 'static,
 {
-    let admitted = l
-        .mutex
-        .core()
-        .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
+    // A misconfigured Limiter goes to its own `sync`, which says why.
+    let admitted = l.misconfigured().is_none()
+        && l.mutex
+            .core()
+            .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
     if !admitted {
         s.out_mut().engine_sync = true;
         return general(s, l, f);

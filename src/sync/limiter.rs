@@ -2,7 +2,7 @@
 
 use super::{ISync, Mutex, Section, Throttle};
 use crate::args::Args;
-use crate::error::StepResult;
+use crate::error::{Error, StepResult};
 use crate::steps::step::Step;
 use std::time::Duration;
 
@@ -71,16 +71,51 @@ pub struct Limiter {
 
 impl Limiter {
     /// A limiter with these options.
+    ///
+    /// A `concurrent` or `rate` of 0 would let no flow in ever, and a zero
+    /// `period` would limit nothing: every `sync` on such a limiter fails
+    /// with `InternalError` naming the option.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::sync::{Limiter, LimiterOptions};
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    ///
+    /// let mut tool = TestTool::new();
+    /// let l = Limiter::new(LimiterOptions { rate: 0, ..Default::default() });
+    /// let mut root = AsyncSteps::new();
+    /// root.sync(&l, |s, ()| s.success(()));
+    /// let p = root.promise::<()>(&mut tool);
+    /// let e = tool.block_on(p).unwrap_err();
+    /// assert_eq!(e.info(), Some("Limiter: rate is 0, so no flow can ever enter"));
+    /// ```
     pub fn new(o: LimiterOptions) -> Self {
         Limiter {
             mutex: Mutex::new(o.concurrent, Some(o.max_queue)),
             throttle: Throttle::new(o.rate, o.period, Some(o.burst)),
         }
     }
+
+    /// Why no flow can go through this limiter, when its options say so.
+    pub(super) fn misconfigured(&self) -> Option<&'static str> {
+        if self.mutex.max() == 0 {
+            Some("Limiter: concurrent is 0, so no flow can ever enter")
+        } else if self.throttle.max() == 0 {
+            Some("Limiter: rate is 0, so no flow can ever enter")
+        } else if self.throttle.period().is_zero() {
+            Some("Limiter: the period is zero, so it would limit nothing")
+        } else {
+            None
+        }
+    }
 }
 
 impl ISync for Limiter {
     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        // Checked here, before the Mutex and the Throttle inside would
+        // report it under their own names.
+        if let Some(why) = self.misconfigured() {
+            return Err(Error::internal(why));
+        }
         let throttle = self.throttle.clone();
         // Named after the Limiter on `async_stack`, as its frameless path
         // names it (`in_place`).

@@ -123,6 +123,11 @@ impl Mutex {
     pub fn counts(&self) -> (u32, u32) {
         self.core.gate.counts()
     }
+
+    /// The `max` it was made with.
+    pub(super) fn max(&self) -> u32 {
+        self.core.max
+    }
 }
 
 impl ISync for Mutex {

@@ -208,6 +208,16 @@ impl Throttle {
     pub fn counts(&self) -> (u32, u32) {
         self.core.gate.counts()
     }
+
+    /// The `max` it was made with.
+    pub(super) fn max(&self) -> u32 {
+        self.core.max
+    }
+
+    /// The `period` it was made with.
+    pub(super) fn period(&self) -> Duration {
+        self.core.period
+    }
 }
 
 impl ISync for Throttle {
