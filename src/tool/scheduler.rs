@@ -114,9 +114,11 @@ enum Entry {
 pub struct Stats {
     /// Flows started and not yet finished.
     pub flows: usize,
-    /// Steps executed since the loop was created.
+    /// Steps executed since the loop was created: a running total, not
+    /// steps pending (also in [`TestTool::pending`](crate::TestTool::pending)).
     pub steps: u64,
-    /// Deferred callbacks pending (cancelled ones excluded).
+    /// Timers pending: deferred callbacks and the loop's own timers, such
+    /// as step timeouts (`set_timeout`); cancelled ones excluded.
     pub timers: usize,
     /// Immediate callbacks and flow continuations queued.
     pub immediates: usize,
