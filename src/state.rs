@@ -209,9 +209,25 @@ impl State {
         self.0.as_ref().is_some_and(|i| i.map.contains_key(key))
     }
 
-    /// Removes `key`; returns its value when it had type `T`.
+    /// Removes `key` and returns its value when it has type `T`. A value
+    /// of another type stays in place (as with [`get`](Self::get)) and
+    /// `None` is returned; [`contains`](Self::contains) tells the two cases
+    /// apart.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::State;
+    /// let mut st = State::new();
+    /// st.set("n", 5u32);
+    /// assert_eq!(st.remove::<String>("n"), None); // wrong type: kept
+    /// assert_eq!(st.remove::<u32>("n"), Some(5));
+    /// assert!(!st.contains("n"));
+    /// ```
     pub fn remove<T: Any>(&mut self, key: &str) -> Option<T> {
-        let v = self.0.as_mut()?.map.remove(key)?;
+        let map = &mut self.0.as_mut()?.map;
+        if !(**map.get(key)?).as_any().is::<T>() {
+            return None;
+        }
+        let v = map.remove(key)?;
         v.into_any().downcast().ok().map(|b| *b)
     }
 

@@ -133,3 +133,27 @@ fn zero_limiter_options_are_named_as_limiter_options() {
         assert_internal(&run::<()>(root).unwrap_err(), info);
     }
 }
+
+// ---------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------
+
+#[test]
+fn state_remove_of_the_wrong_type_keeps_the_value() {
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.state().set("user", String::from("ann"));
+        Ok(())
+    });
+    root.add(|s, ()| {
+        let st = s.state();
+        let wrong = st.remove::<u32>("user");
+        let kept = st.get::<String>("user").cloned();
+        let taken = st.remove::<String>("user");
+        let after = st.contains("user");
+        s.success((wrong, kept, taken, after))
+    });
+    let got = run::<(Option<u32>, Option<String>, Option<String>, bool)>(root).unwrap();
+    let ann = Some(String::from("ann"));
+    assert_eq!(got, (None, ann.clone(), ann, false));
+}
