@@ -455,10 +455,30 @@ impl<T: ArgValue> IntoArgs for T {
 }
 
 fn mismatch(expected: String, args: &Args) -> Error {
-    Error::internal(format!(
-        "step expects {expected}, got {}",
-        args.type_names()
-    ))
+    Error::internal(mismatch_info(&expected, args))
+}
+
+fn mismatch_info(expected: &str, args: &Args) -> String {
+    format!("step expects {expected}, got {}", args.type_names())
+}
+
+/// `e`, the error of `T::from_args(args)` on a promise's result, in the
+/// words of a promise when it is the type mismatch (which says "step
+/// expects", though no step expects a promise's result); any other error
+/// (from a `FromArgs` of the user's) as it is. `args` is as `from_args`
+/// left it: a mismatch gives every value back.
+pub(crate) fn promise_mismatch<T: FromArgs>(e: Error, args: &Args) -> Error {
+    let expected = T::expected();
+    if e.code() == crate::error::codes::INTERNAL_ERROR
+        && e.info() == Some(mismatch_info(&expected, args).as_str())
+    {
+        Error::internal(format!(
+            "promise result: expected {expected}, got {}",
+            args.type_names()
+        ))
+    } else {
+        e
+    }
 }
 
 macro_rules! tuple {
@@ -545,6 +565,19 @@ mod tests {
         assert_eq!(e.info(), Some("step expects (i32, String), got (i32, u8)"));
         // The register is intact: the right types still convert.
         assert_eq!(<(i32, u8)>::from_args(&mut a).unwrap(), (1, 2));
+    }
+
+    #[test]
+    fn promise_mismatch_rewords_only_the_type_mismatch() {
+        let a = (1u8,).into_args();
+        let e = promise_mismatch::<(String,)>(mismatch("(String,)".into(), &a), &a);
+        assert_eq!(
+            e.info(),
+            Some("promise result: expected (String,), got (u8,)")
+        );
+        // Another error (a FromArgs of the user's) is left as it is.
+        let e = promise_mismatch::<(String,)>(Error::with_info("Custom", "why"), &a);
+        assert_eq!((e.code(), e.info()), ("Custom", Some("why")));
     }
 
     #[test]

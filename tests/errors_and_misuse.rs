@@ -561,12 +561,12 @@ fn wrong_arg_types_are_internal_error() {
         "step expects (i32,), got (i32, i32)",
     );
 
-    // The promise's type is checked the same way.
+    // The promise's type is checked the same way, in its own words.
     let mut root = AsyncSteps::new();
     root.add(|s, ()| s.success((1i32,)));
     assert_internal(
         &run::<(String,)>(root).unwrap_err(),
-        "step expects (String,), got (i32,)",
+        "promise result: expected (String,), got (i32,)",
     );
 }
 

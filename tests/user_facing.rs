@@ -88,6 +88,26 @@ fn promise_wait_inside_a_step_points_to_await_future() {
     );
 }
 
+#[test]
+fn a_promise_of_the_wrong_type_says_promise_not_step() {
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((7u32,)));
+    assert_internal(
+        &run::<(u64,)>(root.clone()).unwrap_err(),
+        "promise result: expected (u64,), got (u32,)",
+    );
+    assert_internal(
+        &run::<(u32, u32)>(root.clone()).unwrap_err(),
+        "promise result: expected (u32, u32), got (u32,)",
+    );
+    // A step that expects the wrong type still says so.
+    root.add(|_, (_n,): (u64,)| Ok(()));
+    assert_internal(
+        &run::<()>(root).unwrap_err(),
+        "step expects (u64,), got (u32,)",
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Sync objects
 // ---------------------------------------------------------------------------

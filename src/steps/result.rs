@@ -339,7 +339,8 @@ impl<T: FromArgs> Promise<T> {
     }
 
     fn convert(r: Result<Args, Error>) -> Result<T, Error> {
-        r.and_then(|mut a| T::from_args(&mut a))
+        let mut a = r?;
+        T::from_args(&mut a).map_err(|e| crate::args::promise_mismatch::<T>(e, &a))
     }
 
     /// Cancels the flow (spec root `cancel()`); safe from any thread, before
