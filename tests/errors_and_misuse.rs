@@ -762,7 +762,7 @@ fn wait_external_in_error_handler_is_internal_error() {
         [
             "inner step fails",
             "inner handler: Orig",
-            "handle valid: false, success: Err(\"InternalError: external success(): the step has already ended\")",
+            "handle valid: false, success: Err(\"InternalError: external success(): the step has already completed or ended\")",
             "outer handler: InternalError: wait_external() is not allowed in an error handler \
              (error_info Some(\"wait_external() is not allowed in an error handler\"))",
         ]
@@ -796,8 +796,8 @@ fn success_twice_in_error_handler_is_internal_error() {
 // ExternalHandle after its step ended
 // ---------------------------------------------------------------------------
 
-const EXT_SUCCESS_ENDED: &str = "external success(): the step has already ended";
-const EXT_ERROR_ENDED: &str = "external error(): the step has already ended";
+const EXT_SUCCESS_ENDED: &str = "external success(): the step has already completed or ended";
+const EXT_ERROR_ENDED: &str = "external error(): the step has already completed or ended";
 
 #[test]
 fn external_handle_success_after_success_is_refused() {
@@ -897,7 +897,7 @@ fn external_handle_timeout_and_success_at_same_instant_first_wins() {
     tool.run_all();
     assert_eq!(
         l.get(),
-        ["late success: Err(\"InternalError: external success(): the step has already ended\")"]
+        ["late success: Err(\"InternalError: external success(): the step has already completed or ended\")"]
     );
 
     // The other way round: the external completion wins, the timeout is void.

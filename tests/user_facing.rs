@@ -177,3 +177,37 @@ fn state_remove_of_the_wrong_type_keeps_the_value() {
     let ann = Some(String::from("ann"));
     assert_eq!(got, (None, ann.clone(), ann, false));
 }
+
+// ---------------------------------------------------------------------------
+// External completion
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_second_external_completion_says_completed_or_ended() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    let log = seen.clone();
+    root.add(move |s, ()| {
+        let h = s.wait_external();
+        // Completed, not ended yet: the completion is on its way.
+        let mut log = log.lock().unwrap();
+        log.push(format!("{:?}", h.success((1u8,))));
+        log.push(format!("{:?}", h.success((2u8,))));
+        log.push(format!("{:?}", h.error("Boom", "late")));
+        Ok(())
+    });
+    let p = root.promise::<(u8,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap(), (1,));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "Ok(())",
+            "Err(Error { code: \"InternalError\", info: Some(\"external success(): \
+             the step has already completed or ended\") })",
+            "Err(Error { code: \"InternalError\", info: Some(\"external error(): \
+             the step has already completed or ended\") })",
+        ]
+    );
+}

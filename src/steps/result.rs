@@ -155,17 +155,19 @@ impl ExternalHandle {
 
     /// Completes the step with result args (spec `success` from outside).
     ///
-    /// Fails with `InternalError` when the step has already ended.
+    /// Fails with `InternalError` when the step has already been completed
+    /// (by an earlier call on a handle of it) or has ended.
     pub fn success(&self, args: impl IntoArgs) -> Result<(), Error> {
         self.complete(
             Ok(Packed::new(args.into_args())),
-            "external success(): the step has already ended",
+            "external success(): the step has already completed or ended",
         )
     }
 
     /// Fails the step with `code` and `info` (spec `error` from outside).
     ///
-    /// Fails with `InternalError` when the step has already ended.
+    /// Fails with `InternalError` when the step has already been completed
+    /// (by an earlier call on a handle of it) or has ended.
     pub fn error(
         &self,
         code: impl Into<Cow<'static, str>>,
@@ -173,14 +175,17 @@ impl ExternalHandle {
     ) -> Result<(), Error> {
         self.complete(
             Err(Error::with_info(code, info)),
-            "external error(): the step has already ended",
+            "external error(): the step has already completed or ended",
         )
     }
 
     /// Fails the step with `e` as it is (an error without info stays
     /// without one).
     pub(crate) fn fail(&self, e: Error) -> Result<(), Error> {
-        self.complete(Err(e), "external error(): the step has already ended")
+        self.complete(
+            Err(e),
+            "external error(): the step has already completed or ended",
+        )
     }
 
     /// True while the step still waits and no completion has been sent.
