@@ -5,7 +5,9 @@
 //!
 //! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
 
-use futoin_asyncsteps::{codes, AsyncSteps, Error, FromArgs, TakeOnce, TestTool};
+use futoin_asyncsteps::{
+    codes, AsyncSteps, Error, FromArgs, Pairs, Step, StepResult, TakeOnce, TestTool,
+};
 
 fn run<T: FromArgs>(root: AsyncSteps) -> Result<T, Error> {
     let mut tool = TestTool::new();
@@ -209,5 +211,80 @@ fn a_second_external_completion_says_completed_or_ended() {
             "Err(Error { code: \"InternalError\", info: Some(\"external error(): \
              the step has already completed or ended\") })",
         ]
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Debug, Default and loop collections
+// ---------------------------------------------------------------------------
+
+fn show_step(s: &mut Step<'_>, (): ()) -> StepResult {
+    let shown = format!("{s:?}");
+    s.state().set("main", shown);
+    let mut par = s.parallel();
+    par.add(show_branch).add(show_branch);
+    let shown = format!("{par:?}");
+    s.state().set("parallel", shown);
+    s.add(|s, ()| s.error("Boom", "to show the handler"));
+    Ok(())
+}
+
+fn show_branch(s: &mut Step<'_>, (): ()) -> StepResult {
+    let shown = format!("{s:?}");
+    s.state().set(shown.clone(), shown);
+    Ok(())
+}
+
+#[test]
+fn steps_and_builders_show_where_they_are() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add_catch(show_step, |s, _| {
+        let shown = format!("{s:?}");
+        s.state().set("handler", shown);
+        s.success(())
+    });
+    root.add(|s, ()| {
+        let st = s.state();
+        let mut keys: Vec<String> = st.keys().map(String::from).collect();
+        keys.sort();
+        let shown: Vec<String> = keys
+            .iter()
+            .map(|k| format!("{k} => {}", st.get::<String>(k).unwrap()))
+            .collect();
+        s.success((shown,))
+    });
+    let p = root.promise::<(Vec<String>,)>(&mut tool);
+    let shown = tool.block_on(p).unwrap().0;
+    let branch = |n| {
+        format!(
+            "Step {{ step: \"user_facing::show_branch\", strand: {n}, level: 0, \
+             in_error_handler: false }}"
+        )
+    };
+    assert_eq!(
+        shown,
+        [
+            format!("{} => {}", branch(1), branch(1)),
+            format!("{} => {}", branch(2), branch(2)),
+            String::from(
+                "handler => Step { step: \"user_facing::show_step\", strand: 0, level: 0, \
+                 in_error_handler: true }"
+            ),
+            String::from(
+                "main => Step { step: \"user_facing::show_step\", strand: 0, level: 0, \
+                 in_error_handler: false }"
+            ),
+            String::from("parallel => Parallel { strand: 0, branches: 2 }"),
+        ]
+    );
+
+    let mut model = AsyncSteps::new();
+    let mut par = model.parallel();
+    par.add(|_, ()| Ok(()));
+    assert_eq!(format!("{par:?}"), "ModelParallel { branches: 1 }");
+    assert_eq!(
+        format!("{:?}", Pairs(vec![("a", 1)].into_iter())),
+        "Pairs(IntoIter([(\"a\", 1)]))"
     );
 }

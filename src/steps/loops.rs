@@ -47,6 +47,7 @@ impl<K: 'static, V: 'static> LoopItems for HashMap<K, V> {
 /// let p = Pairs(vec![("a", 1)].into_iter());
 /// # let _ = p;
 /// ```
+#[derive(Debug)]
 pub struct Pairs<I>(pub I);
 
 impl<I, K, V> LoopItems for Pairs<I>

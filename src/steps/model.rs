@@ -277,6 +277,15 @@ pub struct ModelParallel<'a> {
     branches: &'a mut Vec<StepDef>,
 }
 
+/// The branches added so far: `ModelParallel { branches: 2 }`.
+impl fmt::Debug for ModelParallel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelParallel")
+            .field("branches", &self.branches.len())
+            .finish()
+    }
+}
+
 impl ModelParallel<'_> {
     /// Adds a branch.
     pub fn add<F, A>(&mut self, f: F) -> &mut Self

@@ -34,6 +34,24 @@ pub struct Parallel<'s, 'a> {
     idx: Option<usize>,
 }
 
+/// The strand of the step that adds the parallel and the branches added
+/// so far: `Parallel { strand: 0, branches: 2 }`.
+impl std::fmt::Debug for Parallel<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let branches = self
+            .idx
+            .and_then(|i| self.step.flow.st_get(self.step.sid)?.queue.get(i))
+            .map_or(0, |d| match &d.exec {
+                Exec::Parallel(v) => v.len(),
+                _ => 0,
+            });
+        f.debug_struct("Parallel")
+            .field("strand", &self.step.sid)
+            .field("branches", &branches)
+            .finish()
+    }
+}
+
 impl<'s, 'a> Parallel<'s, 'a> {
     pub(crate) fn new(step: &'s mut Step<'a>, catch: Option<Catch>) -> Self {
         let before = step.queue_mut().len();

@@ -100,6 +100,43 @@ impl<T> Clone for StackRef<T> {
 }
 impl<T> Copy for StackRef<T> {}
 
+/// Which step this is: its callback's type name, its strand (0: the main
+/// one; each parallel branch has its own), its level (0: a root step) and
+/// whether it runs an error handler.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, Step, StepResult, TestTool};
+/// fn check_user(s: &mut Step<'_>, (): ()) -> StepResult {
+///     let shown = format!("{s:?}");
+///     s.success((shown,))
+/// }
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.add(check_user);
+/// let p = root.promise::<(String,)>(&mut tool);
+/// let shown = tool.block_on(p).unwrap().0;
+/// assert!(shown.starts_with("Step { step: \""));
+/// assert!(shown.ends_with("::check_user\", strand: 0, level: 0, in_error_handler: false }"));
+/// ```
+impl std::fmt::Debug for Step<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match &self.pending {
+            Some(p) => (p.name)(),
+            None => self
+                .flow
+                .st_get(self.sid)
+                .and_then(|st| st.frames.get(self.depth))
+                .map_or("?", |fr| (fr.name)()),
+        };
+        f.debug_struct("Step")
+            .field("step", &name)
+            .field("strand", &self.sid)
+            .field("level", &self.depth)
+            .field("in_error_handler", &self.handler)
+            .finish()
+    }
+}
+
 impl<T> std::fmt::Debug for StackRef<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "StackRef(step {}, slot {})", self.seq, self.idx)
