@@ -288,3 +288,33 @@ fn steps_and_builders_show_where_they_are() {
         "Pairs(IntoIter([(\"a\", 1)]))"
     );
 }
+
+#[test]
+fn a_default_mutex_lets_one_in_and_queues_the_rest() {
+    use futoin_asyncsteps::sync::Mutex;
+    use std::time::Duration;
+    let mut tool = TestTool::new();
+    let m = Mutex::default();
+    let ps: Vec<_> = (0..50)
+        .map(|_| {
+            let mut root = AsyncSteps::new();
+            root.sync(&m, |s, ()| {
+                s.add_catch(
+                    |s, ()| {
+                        s.set_timeout(Duration::from_millis(10));
+                        Ok(())
+                    },
+                    |s, _| s.success(()),
+                );
+                Ok(())
+            });
+            root.promise::<()>(&mut tool)
+        })
+        .collect();
+    tool.run_all_ready();
+    assert_eq!(m.counts(), (1, 49)); // max 1, no queue limit
+    for p in ps {
+        tool.block_on(p).unwrap();
+    }
+    assert_eq!(tool.elapsed(), Duration::from_millis(500));
+}

@@ -87,6 +87,20 @@ impl std::fmt::Debug for Mutex {
     }
 }
 
+/// The spec's defaults (`Mutex(max=1, max_queue=null)`): one flow inside at
+/// a time, an unbounded queue; the same as `Mutex::new(1, None)`.
+///
+/// ```
+/// use futoin_asyncsteps::sync::Mutex;
+/// let m = Mutex::default();
+/// assert_eq!(format!("{m:?}"), format!("{:?}", Mutex::new(1, None)));
+/// ```
+impl Default for Mutex {
+    fn default() -> Self {
+        Mutex::new(1, None)
+    }
+}
+
 impl Mutex {
     /// At most `max` flows inside at once, at most `max_queue` waiting
     /// (`None`: no limit; `Some(0)`: no queue, a busy mutex rejects).
