@@ -6,7 +6,8 @@ use crate::steps::step::Step;
 use std::collections::{BTreeMap, HashMap};
 
 /// Collections [`Step::for_each`] walks as `(key, value)` pairs: vectors
-/// (index, item), maps (key, value), and any iterator of pairs through [`Pairs`].
+/// and arrays (index, item), maps (key, value), and any iterator of pairs
+/// through [`Pairs`].
 pub trait LoopItems {
     /// The key type.
     type Key: 'static;
@@ -17,6 +18,34 @@ pub trait LoopItems {
 }
 
 impl<T: 'static> LoopItems for Vec<T> {
+    type Key = usize;
+    type Value = T;
+    fn into_pairs(self) -> Box<dyn Iterator<Item = (usize, T)>> {
+        Box::new(self.into_iter().enumerate())
+    }
+}
+
+/// An array walks as a vector does, `(index, item)`: the spec's
+/// `forEach(['apple', 'banana'], ...)` is `for_each(["apple", "banana"], ...)`.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, TestTool};
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.for_each(["apple", "banana"], |s, i, fruit| {
+///     let seen = format!("{i}: {fruit}");
+///     s.state().set(seen, ());
+///     Ok(())
+/// });
+/// root.add(|s, ()| {
+///     let mut keys: Vec<String> = s.state().keys().map(String::from).collect();
+///     keys.sort();
+///     s.success((keys,))
+/// });
+/// let p = root.promise::<(Vec<String>,)>(&mut tool);
+/// assert_eq!(tool.block_on(p).unwrap().0, ["0: apple", "1: banana"]);
+/// ```
+impl<T: 'static, const N: usize> LoopItems for [T; N] {
     type Key = usize;
     type Value = T;
     fn into_pairs(self) -> Box<dyn Iterator<Item = (usize, T)>> {
