@@ -4,6 +4,7 @@ use crate::args::FromArgs;
 use crate::error::Error;
 use crate::steps::result::Promise;
 use crate::tool::scheduler::{Scheduler, Stats, MAX_DELAY};
+use crate::tool::shared::Batch;
 use crate::tool::timers::HORIZON;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
@@ -38,6 +39,19 @@ const MAX_ELAPSED: Duration = HORIZON.saturating_sub(MAX_DELAY);
 pub struct TestTool {
     sched: Scheduler,
     start: Instant,
+    /// The current turn; `None` between turns.
+    turn: Option<Turn>,
+}
+
+/// One turn of a [`TestTool`], as a pass of an `AsyncTool`: the due timers
+/// join the queue, the messages waiting run, then one of the entries that
+/// were queued before them.
+struct Turn {
+    /// The messages that were waiting when the turn began, not run yet.
+    msgs: Batch,
+    /// Entries (cancelled ones included) queued when the turn began and not
+    /// looked at yet.
+    entries: usize,
 }
 
 impl std::fmt::Debug for TestTool {
@@ -62,6 +76,7 @@ impl TestTool {
         TestTool {
             sched: Scheduler::new(start),
             start,
+            turn: None,
         }
     }
 
@@ -73,20 +88,21 @@ impl TestTool {
     /// Runs the next event: a message, a ready callback or flow continuation,
     /// or else the earliest timer (moving the clock to it). False when
     /// nothing is pending.
+    ///
+    /// Events run in turns, like the passes of an
+    /// [`AsyncTool`](crate::AsyncTool): a turn moves the due timers to the
+    /// queue, runs the messages that were waiting when it began (taking
+    /// turns between those of this thread and those of other threads),
+    /// then one of the entries that were queued before those messages ran.
+    /// What the turn sends or queues waits for the next turn.
     pub fn run_one(&mut self) -> bool {
-        if let Some(m) = self.sched.shared.pop() {
-            self.sched.dispatch_one(m);
-            return true;
-        }
-        self.sched.fire_timers();
-        if self.sched.run_one_entry() {
+        if self.run_ready_one() {
             return true;
         }
         match self.sched.next_deadline() {
             Some(at) => {
                 self.sched.now = at;
-                self.sched.fire_timers();
-                self.sched.run_one_entry()
+                self.run_ready_one()
             }
             None => false,
         }
@@ -115,18 +131,39 @@ impl TestTool {
     /// Runs everything due now without moving the clock.
     pub fn run_all_ready(&mut self) -> usize {
         let mut n = 0;
-        loop {
-            if let Some(m) = self.sched.shared.pop() {
-                self.sched.dispatch_one(m);
-                n += 1;
-                continue;
-            }
-            self.sched.fire_timers();
-            if !self.sched.run_one_entry() {
-                return n;
-            }
+        while self.run_ready_one() {
             n += 1;
         }
+        n
+    }
+
+    /// Runs one event due now (see [`run_one`](TestTool::run_one)); false
+    /// when none is left.
+    fn run_ready_one(&mut self) -> bool {
+        let TestTool { sched, turn, .. } = self;
+        // The rest of the current turn, else a new one.
+        for _ in 0..2 {
+            let t = turn.get_or_insert_with(|| {
+                sched.fire_timers();
+                Turn {
+                    entries: sched.queued_entries(),
+                    msgs: sched.shared.batch(),
+                }
+            });
+            if let Some(m) = t.msgs.next(&sched.shared) {
+                sched.dispatch_one(m);
+                return true;
+            }
+            while t.entries > 0 {
+                t.entries -= 1;
+                if sched.run_front() {
+                    *turn = None;
+                    return true;
+                }
+            }
+            *turn = None;
+        }
+        false
     }
 
     /// Moves the clock forward by `d`, running every event that falls due

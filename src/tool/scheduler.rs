@@ -681,10 +681,14 @@ impl Scheduler {
         }
     }
 
-    /// Drains the inbox.
+    /// Runs the messages that wait when it starts (see [`Batch`]); those
+    /// they send wait for the next pass.
+    ///
+    /// [`Batch`]: crate::tool::shared::Batch
     pub(crate) fn run_inbox(&mut self) -> usize {
+        let mut batch = self.shared.batch();
         let mut n = 0;
-        while let Some(m) = self.shared.pop() {
+        while let Some(m) = batch.next(&self.shared) {
             self.dispatch_one(m);
             n += 1;
         }
@@ -708,29 +712,35 @@ impl Scheduler {
         n
     }
 
-    /// Runs the next live queued entry; false when none is left.
+    /// Runs the front entry of the queue; false when there is none or it
+    /// was a cancelled task (then it is only dropped).
     #[inline]
-    pub(crate) fn run_one_entry(&mut self) -> bool {
+    pub(crate) fn run_front(&mut self) -> bool {
         self.look_ahead();
-        while let Some(e) = self.queue.pop_front() {
-            match e {
-                Entry::Flow(key) => self.drive(key, Resume::Ready),
-                Entry::Task(h) => match self.tasks.remove(h) {
-                    Some(slot) => match slot.task {
-                        Task::User(f) => self.call_user(f),
-                        Task::Timeout { flow, strand, seq } => {
-                            self.drive(flow, Resume::Timeout { strand, seq })
-                        }
-                    },
-                    None => {
-                        self.dead_entries -= 1;
-                        continue;
+        let Some(e) = self.queue.pop_front() else {
+            return false;
+        };
+        match e {
+            Entry::Flow(key) => self.drive(key, Resume::Ready),
+            Entry::Task(h) => match self.tasks.remove(h) {
+                Some(slot) => match slot.task {
+                    Task::User(f) => self.call_user(f),
+                    Task::Timeout { flow, strand, seq } => {
+                        self.drive(flow, Resume::Timeout { strand, seq })
                     }
                 },
-            }
-            return true;
+                None => {
+                    self.dead_entries -= 1;
+                    return false;
+                }
+            },
         }
-        false
+        true
+    }
+
+    /// Entries in the queue, cancelled ones included.
+    pub(crate) fn queued_entries(&self) -> usize {
+        self.queue.len()
     }
 
     /// The ended flows kept for reuse (tests look inside).
@@ -739,16 +749,22 @@ impl Scheduler {
         &self.pool
     }
 
-    /// One pass: inbox, due timers, then the entries queued before the pass.
+    /// One pass: the due timers join the queue, the messages waiting run,
+    /// then the entries that were queued before those messages ran. What
+    /// the pass queues or sends (a flow a message started or resumed, a
+    /// message a message sent) waits for the next pass, whose messages go
+    /// first.
     pub(crate) fn run_pass(&mut self) -> usize {
-        let mut n = self.run_inbox();
-        n += self.fire_timers();
-        let todo = self.queue.len() - self.dead_entries;
-        let mut ran = 0;
-        while ran < todo && self.run_one_entry() {
-            ran += 1;
+        let fired = self.fire_timers();
+        let mut todo = self.queue.len();
+        let mut n = self.run_inbox() + fired;
+        while todo > 0 {
+            todo -= 1;
+            if self.run_front() {
+                n += 1;
+            }
         }
-        n + ran
+        n
     }
 
     pub(crate) fn has_immediates(&self) -> bool {

@@ -192,7 +192,7 @@ impl Shared {
         debug_assert!(self.is_same_thread());
         // SAFETY: `local` is only reached from the thread that owns the loop:
         // `send` checks `is_same_thread()` first, and the other callers
-        // (`close`, `prepare_sleep`, `pop`, `is_empty`, `depth`,
+        // (`close`, `prepare_sleep`, `Batch::next`, `is_empty`, `depth`,
         // `local_len`) are reached
         // only through the owner's `Scheduler` or the tool holding it (all
         // `!Send`, so the owner never changes), as the assertion above
@@ -307,12 +307,15 @@ impl Shared {
         self.hs.woke();
     }
 
-    /// Takes the next message; owner thread only.
-    pub(crate) fn pop(&self) -> Option<Msg> {
-        if let Some(m) = self.local(|q| q.pop_front()) {
-            return Some(m);
+    /// The messages waiting now, to be taken with [`Batch::next`]; owner
+    /// thread only.
+    #[inline]
+    pub(crate) fn batch(&self) -> Batch {
+        Batch {
+            local: self.local_len(),
+            remote: self.inbox.len(),
+            remote_next: false,
         }
-        steal(|| self.inbox.steal())
     }
 
     /// Messages sent from this loop's own thread and waiting; owner
@@ -337,6 +340,62 @@ impl Shared {
     /// Messages waiting; owner thread only.
     pub(crate) fn depth(&self) -> usize {
         self.local(|q| q.len()) + self.inbox.len()
+    }
+}
+
+/// The messages that were waiting when a drain of the inbox started: a
+/// drain takes these and no more, so a message sent while it runs (a future
+/// that wakes itself, an external completion made by a step, a message
+/// from another thread) waits for the next drain, after the due timers and
+/// the queued entries. It takes turns between the local queue and the
+/// injector, so neither kind waits behind a long run of the other.
+pub(crate) struct Batch {
+    local: usize,
+    remote: usize,
+    /// The injector's turn comes next.
+    remote_next: bool,
+}
+
+impl Batch {
+    /// The next message of the batch; `None` once it has been taken whole.
+    #[inline]
+    pub(crate) fn next(&mut self, shared: &Shared) -> Option<Msg> {
+        if self.remote == 0 {
+            // Local messages only (a busy loop's usual batch): they are
+            // all there, as only this thread takes them.
+            if self.local == 0 {
+                return None;
+            }
+            self.local -= 1;
+            return shared.local(|q| q.pop_front());
+        }
+        self.next_mixed(shared)
+    }
+
+    /// [`next`](Self::next) while messages of other threads are left.
+    fn next_mixed(&mut self, shared: &Shared) -> Option<Msg> {
+        loop {
+            let remote = self.remote > 0 && (self.local == 0 || self.remote_next);
+            if remote {
+                self.remote -= 1;
+                self.remote_next = false;
+                // Only the owner steals from the injector (and `close`, which
+                // ends the loop): what was counted is there.
+                if let Some(m) = steal(|| shared.inbox.steal()) {
+                    return Some(m);
+                }
+                self.remote = 0;
+            } else if self.local > 0 {
+                self.local -= 1;
+                self.remote_next = true;
+                if let Some(m) = shared.local(|q| q.pop_front()) {
+                    return Some(m);
+                }
+                self.local = 0;
+            } else {
+                return None;
+            }
+        }
     }
 }
 

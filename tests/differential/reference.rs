@@ -9,9 +9,12 @@
 //! travel with each transition, and every step gets its own frame.
 //!
 //! The loop around the flow is modelled as `TestTool` documents it: one
-//! event at a time, messages first (external completions and cancels are
-//! messages), else the timers that are due move to the back of the loop's
-//! queue and its first entry runs, else the clock jumps to the next timer.
+//! event at a time, in turns. A turn moves the timers that are due to the
+//! back of the loop's queue, runs the messages that were waiting when it
+//! began (external completions and cancels are messages), then the first
+//! live entry of those that were queued before them; what the turn sends
+//! or queues waits for the next turn. When no turn finds anything, the
+//! clock jumps to the next timer.
 //! Timers are ordered by (time, creation order). The flow runs one
 //! *activation* per event: the event's own transition, then the strands
 //! that are ready, in FIFO order, until all wait or the activation's step
@@ -121,6 +124,7 @@ pub fn run(prog: &Program) -> Report {
         pending: BTreeSet::new(),
         queue: VecDeque::new(),
         msgs: VecDeque::new(),
+        turn: None,
         strands: Vec::new(),
         where_is: HashMap::new(),
         ready: VecDeque::new(),
@@ -322,6 +326,13 @@ struct Call {
     added: bool,
 }
 
+/// What is left of a turn of the loop: messages and queue entries that
+/// were waiting when it began.
+struct Turn {
+    msgs: usize,
+    entries: usize,
+}
+
 struct Model<'p> {
     // The loop.
     now: u64,
@@ -332,6 +343,8 @@ struct Model<'p> {
     pending: BTreeSet<TimerKey>,
     queue: VecDeque<Entry>,
     msgs: VecDeque<Msg>,
+    /// The current turn; `None` between turns.
+    turn: Option<Turn>,
     // The flow.
     strands: Vec<Strand<'p>>,
     /// Frame uid -> strand.
@@ -372,23 +385,52 @@ impl<'p> Model<'p> {
 
     /// One event (`TestTool::run_one`); false when nothing is left.
     fn run_one(&mut self) -> bool {
-        if let Some(m) = self.msgs.pop_front() {
-            match m {
-                Msg::Complete { frame, result } => self.drive(Resume::Complete { frame, result }),
-                Msg::Cancel => self.drive(Resume::Cancel),
-            }
-            return true;
-        }
-        self.fire_due();
-        if self.run_entry() {
+        if self.run_ready_one() {
             return true;
         }
         let Some(&(at, _)) = self.pending.first() else {
             return false;
         };
         self.now = at;
-        self.fire_due();
-        self.run_entry()
+        self.run_ready_one()
+    }
+
+    /// One event due now: the rest of the current turn, else a new turn
+    /// (due timers to the queue, then the messages waiting, then one of
+    /// the entries queued before them).
+    fn run_ready_one(&mut self) -> bool {
+        for _ in 0..2 {
+            if self.turn.is_none() {
+                self.fire_due();
+                self.turn = Some(Turn {
+                    msgs: self.msgs.len(),
+                    entries: self.queue.len(),
+                });
+            }
+            let t = self.turn.as_mut().expect("a turn");
+            if t.msgs > 0 {
+                t.msgs -= 1;
+                self.run_msg();
+                return true;
+            }
+            while self.turn.as_ref().expect("a turn").entries > 0 {
+                self.turn.as_mut().expect("a turn").entries -= 1;
+                if self.run_front() {
+                    self.turn = None;
+                    return true;
+                }
+            }
+            self.turn = None;
+        }
+        false
+    }
+
+    /// Runs the first message.
+    fn run_msg(&mut self) {
+        match self.msgs.pop_front().expect("a message of the turn") {
+            Msg::Complete { frame, result } => self.drive(Resume::Complete { frame, result }),
+            Msg::Cancel => self.drive(Resume::Cancel),
+        }
     }
 
     /// Moves the timers that are due to the back of the queue, in order.
@@ -402,14 +444,15 @@ impl<'p> Model<'p> {
         }
     }
 
-    /// Runs the first live queue entry.
-    fn run_entry(&mut self) -> bool {
-        while let Some(e) = self.queue.pop_front() {
+    /// Runs the first queue entry; false when there is none or it was
+    /// cancelled after it fell due.
+    fn run_front(&mut self) -> bool {
+        if let Some(e) = self.queue.pop_front() {
             match e {
                 Entry::Flow => self.drive(Resume::Ready),
                 Entry::Task(key) => {
                     let Some(t) = self.tasks.remove(&key) else {
-                        continue; // cancelled after it fell due
+                        return false;
                     };
                     match t {
                         Task::Cancel => self.msgs.push_back(Msg::Cancel),

@@ -1,0 +1,180 @@
+//! The loop machinery of `AsyncTool` and `TestTool`: how a pass drains the
+//! inbox (only the messages waiting when it starts, local and cross-thread
+//! in turn), when deadlines are counted from, `TestTool::block_on` on a
+//! flow of another loop, queue entries of flows that have ended, the count
+//! `iterate` returns, and loop callbacks whose panic payload panics on drop.
+
+use futoin_asyncsteps::{AsyncSteps, AsyncTool, Error, TestTool};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+use std::sync::{mpsc, Arc};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// A future that wakes itself and stays pending `left` times (or until
+/// `stop` is set), counting its polls; on its first poll it says so on
+/// `started`.
+struct YieldN {
+    left: u32,
+    polls: Arc<AtomicU32>,
+    stop: Arc<AtomicBool>,
+    started: Option<mpsc::Sender<()>>,
+}
+
+impl YieldN {
+    fn new(left: u32, polls: &Arc<AtomicU32>) -> Self {
+        YieldN {
+            left,
+            polls: polls.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
+            started: None,
+        }
+    }
+}
+
+impl Future for YieldN {
+    type Output = Result<(), Error>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.polls.fetch_add(1, SeqCst);
+        if let Some(tx) = self.started.take() {
+            let _ = tx.send(());
+        }
+        if self.left == 0 || self.stop.load(SeqCst) {
+            return Poll::Ready(Ok(()));
+        }
+        self.left -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A root that awaits `fut`.
+fn awaiting(fut: YieldN) -> AsyncSteps {
+    let fut = futoin_asyncsteps::TakeOnce::new(fut);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        s.await_future(fut.take().expect("run once"));
+        Ok(())
+    });
+    root
+}
+
+const YIELDS: u32 = 20_000;
+
+/// A timer due before a self-waking future's second poll runs in the pass
+/// of that poll, not after every poll the future keeps asking for.
+#[test]
+fn a_self_waking_future_does_not_hold_back_a_due_timer() {
+    let mut tool = AsyncTool::new().unwrap();
+    let polls = Arc::new(AtomicU32::new(0));
+    let p = awaiting(YieldN::new(YIELDS, &polls)).promise::<()>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(polls.load(SeqCst), 1);
+    let seen = Rc::new(Cell::new(None));
+    let (s, n) = (seen.clone(), polls.clone());
+    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    tool.block_on(p).unwrap();
+    assert_eq!(seen.get(), Some(2));
+    assert_eq!(polls.load(SeqCst), YIELDS + 1);
+}
+
+/// The same on `TestTool`: one turn takes the messages that were waiting,
+/// then an entry.
+#[test]
+fn a_self_waking_future_does_not_hold_back_a_due_timer_on_test_tool() {
+    let mut tool = TestTool::new();
+    let polls = Arc::new(AtomicU32::new(0));
+    let p = awaiting(YieldN::new(YIELDS, &polls)).promise::<()>(&mut tool);
+    assert!(tool.run_one());
+    assert_eq!(polls.load(SeqCst), 1);
+    let seen = Rc::new(Cell::new(None));
+    let (s, n) = (seen.clone(), polls.clone());
+    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    tool.block_on(p).unwrap();
+    assert_eq!(seen.get(), Some(2));
+    assert_eq!(polls.load(SeqCst), YIELDS + 1);
+}
+
+/// External completions made on the loop thread by the step itself run one
+/// iteration per pass: a timer due meanwhile runs after the second one.
+#[test]
+fn a_loop_completed_by_its_own_handles_does_not_hold_back_a_due_timer() {
+    let mut tool = AsyncTool::new().unwrap();
+    let iterations = Arc::new(AtomicU32::new(0));
+    let it = iterations.clone();
+    let mut root = AsyncSteps::new();
+    root.repeat(YIELDS as usize, move |s, _| {
+        it.fetch_add(1, SeqCst);
+        let h = s.wait_external();
+        h.success(()).unwrap();
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(iterations.load(SeqCst), 1);
+    let seen = Rc::new(Cell::new(None));
+    let (s, n) = (seen.clone(), iterations.clone());
+    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    tool.block_on(p).unwrap();
+    assert_eq!(seen.get(), Some(2));
+    assert_eq!(iterations.load(SeqCst), YIELDS);
+}
+
+/// A message from another thread waiting beside the local queue is taken
+/// in the same turn, not after every local message that follows.
+#[test]
+fn test_tool_takes_a_cross_thread_message_beside_local_ones() {
+    let mut tool = TestTool::new();
+    let polls = Arc::new(AtomicU32::new(0));
+    let fut = YieldN::new(YIELDS, &polls);
+    let stop = fut.stop.clone();
+    let p = awaiting(fut).promise::<()>(&mut tool);
+    assert!(tool.run_one());
+    assert_eq!(polls.load(SeqCst), 1);
+    let seen = Arc::new(AtomicU32::new(0));
+    let h = tool.handle();
+    let (s, n) = (seen.clone(), polls.clone());
+    std::thread::spawn(move || {
+        h.call(move |_| {
+            s.store(n.load(SeqCst), SeqCst);
+            stop.store(true, SeqCst);
+        })
+    })
+    .join()
+    .unwrap();
+    tool.block_on(p).unwrap();
+    // The local poll that was waiting first, then the call.
+    assert_eq!(seen.load(SeqCst), 2);
+    assert_eq!(polls.load(SeqCst), 3);
+}
+
+/// A `ToolHandle::call` from another thread to a loop thread whose future
+/// keeps waking itself runs while that future still runs.
+#[test]
+fn a_cross_thread_call_is_answered_while_a_future_keeps_waking_itself() {
+    const LIMIT: u32 = 2_000_000;
+    let (h, thread) = AsyncTool::spawn("tool-defects-yield").unwrap();
+    let polls = Arc::new(AtomicU32::new(0));
+    let mut fut = YieldN::new(LIMIT, &polls);
+    let stop = fut.stop.clone();
+    let (started_tx, started) = mpsc::channel();
+    fut.started = Some(started_tx);
+    let p = h.promise::<()>(awaiting(fut));
+    started.recv().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let n = polls.clone();
+    h.call(move |_| {
+        let _ = tx.send(n.load(SeqCst));
+        stop.store(true, SeqCst);
+    });
+    let seen = rx.recv().unwrap();
+    p.wait().unwrap();
+    // The future was still running (and then stopped, told by the call).
+    assert!(seen < LIMIT, "the call ran after {seen} polls");
+    assert_eq!(polls.load(SeqCst), seen + 1);
+    h.stop();
+    thread.join().unwrap();
+}
