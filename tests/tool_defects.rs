@@ -4,7 +4,7 @@
 //! flow of another loop, queue entries of flows that have ended, the count
 //! `iterate` returns, and loop callbacks whose panic payload panics on drop.
 
-use futoin_asyncsteps::{AsyncSteps, AsyncTool, Error, TestTool};
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TestTool};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A future that wakes itself and stays pending `left` times (or until
 /// `stop` is set), counting its polls; on its first poll it says so on
@@ -177,4 +177,77 @@ fn a_cross_thread_call_is_answered_while_a_future_keeps_waking_itself() {
     assert_eq!(polls.load(SeqCst), seen + 1);
     h.stop();
     thread.join().unwrap();
+}
+
+/// Runs `tool` until `fired` holds how long after its timer was set the
+/// timer fired.
+fn fired_after(tool: &mut AsyncTool, fired: &Rc<Cell<Option<Duration>>>) -> Duration {
+    while fired.get().is_none() {
+        tool.iterate(None).unwrap();
+    }
+    fired.get().unwrap()
+}
+
+/// A timer set by code that runs between two iterations counts its delay
+/// from the call, not from the start of the last iteration. (The sleep
+/// stands for that code's work.)
+#[test]
+fn a_timer_set_between_iterations_counts_from_the_call() {
+    let mut tool = AsyncTool::new().unwrap();
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let fired = Rc::new(Cell::new(None));
+    let f = fired.clone();
+    let t0 = Instant::now();
+    tool.deferred(Duration::from_millis(100), move |_| {
+        f.set(Some(t0.elapsed()))
+    });
+    let after = fired_after(&mut tool, &fired);
+    assert!(after >= Duration::from_millis(100), "fired after {after:?}");
+}
+
+/// A timer set by a callback after a long callback of the same pass
+/// counts its delay from the call, not from the start of the pass.
+#[test]
+fn a_timer_set_after_a_long_callback_counts_from_the_call() {
+    let mut tool = AsyncTool::new().unwrap();
+    let fired = Rc::new(Cell::new(None));
+    tool.immediate(|_| std::thread::sleep(Duration::from_millis(150)));
+    let f = fired.clone();
+    tool.immediate(move |t| {
+        let t0 = Instant::now();
+        t.deferred(Duration::from_millis(100), move |_| {
+            f.set(Some(t0.elapsed()))
+        });
+    });
+    let after = fired_after(&mut tool, &fired);
+    assert!(after >= Duration::from_millis(100), "fired after {after:?}");
+}
+
+/// A step's timeout set after a long step of the same activation counts
+/// from the call.
+#[test]
+fn a_step_timeout_set_after_a_long_step_counts_from_the_call() {
+    let mut tool = AsyncTool::new().unwrap();
+    let set_at = Arc::new(std::sync::Mutex::new(None));
+    let at = set_at.clone();
+    let mut root = AsyncSteps::new();
+    root.add(|_, ()| {
+        std::thread::sleep(Duration::from_millis(150));
+        Ok(())
+    })
+    .add(move |s, ()| {
+        *at.lock().unwrap() = Some(Instant::now());
+        s.set_timeout(Duration::from_millis(100));
+        s.wait_external();
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    let after = set_at.lock().unwrap().unwrap().elapsed();
+    assert_eq!(e.code(), codes::TIMEOUT);
+    assert!(
+        after >= Duration::from_millis(100),
+        "timed out after {after:?}"
+    );
 }

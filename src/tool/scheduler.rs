@@ -158,6 +158,9 @@ type ErrorHook = Box<dyn FnMut(&Error)>;
 /// ```
 pub struct Scheduler {
     pub(crate) now: Instant,
+    /// `now` follows the real clock (`AsyncTool`): it is read again when a
+    /// timer is set. A virtual clock (`TestTool`) moves only when told.
+    real_clock: bool,
     tasks: SlotMap<TaskKey, TaskSlot>,
     queue: VecDeque<Entry>,
     timers: Timers<TaskKey>,
@@ -210,6 +213,7 @@ impl Scheduler {
     pub(crate) fn new(now: Instant) -> Self {
         Scheduler {
             now,
+            real_clock: false,
             tasks: SlotMap::with_key(),
             queue: VecDeque::new(),
             timers: Timers::new(now),
@@ -237,9 +241,10 @@ impl Scheduler {
         }
     }
 
-    /// Gives this loop a reactor (`AsyncTool`).
+    /// Gives this loop a reactor and the real clock (`AsyncTool`).
     pub(crate) fn set_registry(&mut self, registry: mio::Registry) {
         self.io = Some(crate::io::reactor::Reactor::new(registry));
+        self.real_clock = true;
     }
 
     /// Sources registered with this loop's reactor.
@@ -312,6 +317,12 @@ impl Scheduler {
     }
 
     fn add_timer(&mut self, delay: Duration, task: Task) -> TaskKey {
+        // The delay counts from this call: the cached clock may be as old
+        // as the start of the pass (callbacks and steps that ran since), or
+        // of the last iterate (code run between iterations).
+        if self.real_clock {
+            self.now = Instant::now();
+        }
         let at = self
             .now
             .checked_add(delay.min(MAX_DELAY))
@@ -415,6 +426,9 @@ impl Scheduler {
     }
 
     /// The loop's current time (real, or virtual under [`TestTool`](crate::TestTool)).
+    ///
+    /// On a real-time loop this is the clock as last read: at the start of
+    /// each turn, after it slept, and when a timer was set.
     pub fn now(&self) -> Instant {
         self.now
     }
