@@ -251,3 +251,38 @@ fn a_step_timeout_set_after_a_long_step_counts_from_the_call() {
         "timed out after {after:?}"
     );
 }
+
+/// `TestTool::block_on` on a flow of another loop of the same thread fails
+/// at once and runs nothing of its own loop; the flow still ends on its
+/// own loop.
+#[test]
+fn test_tool_block_on_a_flow_of_another_loop_of_this_thread_fails_at_once() {
+    let mut a = TestTool::new();
+    let mut b = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success((7u8,)));
+    let p = root.promise::<(u8,)>(&mut a);
+    let ran = Rc::new(Cell::new(false));
+    let r = ran.clone();
+    b.deferred(Duration::from_secs(3600), move |_| r.set(true));
+    let e = b.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some(
+            "block_on(): the flow runs on another loop of this thread, which this call \
+             does not drive; block on that loop instead"
+        )
+    );
+    assert!(!ran.get());
+    assert_eq!(b.elapsed(), Duration::ZERO);
+    assert_eq!(b.pending().timers, 1);
+    assert_eq!(a.pending().flows, 1);
+
+    let p = {
+        let mut root = AsyncSteps::new();
+        root.add(|s, ()| s.success((8u8,)));
+        root.promise::<(u8,)>(&mut a)
+    };
+    assert_eq!(a.block_on(p).unwrap(), (8,));
+}

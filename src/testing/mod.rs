@@ -202,8 +202,16 @@ impl TestTool {
     /// Runs events until `p`'s flow ends and returns its result. A flow
     /// that still waits when nothing is pending gives an `InternalError` at
     /// once instead of hanging (messages from other threads are not awaited:
-    /// use [`AsyncTool`](crate::AsyncTool) for that).
+    /// use [`AsyncTool`](crate::AsyncTool) for that). A flow on another
+    /// loop of this same thread would never end meanwhile: that is an
+    /// `InternalError` at once, and nothing runs.
     pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
+        if p.stuck_behind(&self.sched.shared) {
+            return Err(Error::internal(
+                "block_on(): the flow runs on another loop of this thread, which \
+                 this call does not drive; block on that loop instead",
+            ));
+        }
         loop {
             if let Some(r) = p.try_take() {
                 return r;
