@@ -286,3 +286,68 @@ fn test_tool_block_on_a_flow_of_another_loop_of_this_thread_fails_at_once() {
     };
     assert_eq!(a.block_on(p).unwrap(), (8,));
 }
+
+/// A flow cancelled while its first entry is still queued leaves no entry
+/// behind: nothing is counted as ready and nothing runs.
+#[test]
+fn a_flow_cancelled_while_queued_leaves_no_phantom_entry() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|_, ()| Ok(()));
+    let h = root.execute(&mut tool);
+    h.cancel();
+    assert!(tool.run_one()); // the cancel
+    assert_eq!(tool.pending().flows, 0);
+    assert_eq!(tool.pending().immediates, 0);
+    assert!(!tool.run_one());
+    assert_eq!(tool.stats().steps, 0);
+}
+
+/// A flow that yielded (step budget spent) and is then ended by an
+/// external completion before its entry comes up leaves no entry behind.
+#[test]
+fn a_flow_ended_by_a_completion_while_queued_leaves_no_phantom_entry() {
+    let mut tool = TestTool::new();
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let sl = slot.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let sl = sl.clone();
+        s.parallel()
+            .add(move |s, ()| {
+                *sl.lock().unwrap() = Some(s.wait_external());
+                Ok(())
+            })
+            .add(|s, ()| {
+                s.repeat(100_000, |_, _| Ok(()));
+                Ok(())
+            });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    assert!(tool.run_one()); // runs until the budget is spent
+    assert_eq!(tool.pending().immediates, 1);
+    let h = slot.lock().unwrap().take().unwrap();
+    h.error("Failed", "from outside").unwrap();
+    assert!(tool.run_one()); // the completion ends the flow
+    assert_eq!(tool.pending().flows, 0);
+    assert_eq!(tool.pending().immediates, 0);
+    let steps = tool.stats().steps;
+    assert!(!tool.run_one());
+    assert_eq!(tool.stats().steps, steps);
+    assert_eq!(tool.block_on(p).unwrap_err().code(), "Failed");
+}
+
+/// On `AsyncTool` the same dead entry is not counted as ready either.
+#[test]
+fn async_tool_counts_no_entry_for_a_flow_cancelled_while_queued() {
+    let mut tool = AsyncTool::new().unwrap();
+    let mut root = AsyncSteps::new();
+    root.add(|_, ()| Ok(()));
+    let h = root.execute(&mut tool);
+    h.cancel();
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 1);
+    assert_eq!(tool.stats().flows, 0);
+    assert_eq!(tool.stats().immediates, 0);
+    assert_eq!(tool.stats().steps, 0);
+}

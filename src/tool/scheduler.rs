@@ -165,7 +165,8 @@ pub struct Scheduler {
     queue: VecDeque<Entry>,
     timers: Timers<TaskKey>,
     stale_timers: usize,
-    /// Entries in `queue` whose task was cancelled.
+    /// Entries in `queue` whose task was cancelled or whose flow has
+    /// ended.
     dead_entries: usize,
     order: u64,
     pub(crate) flows: SlotMap<FlowKey, Option<Box<Flow>>>,
@@ -565,6 +566,7 @@ impl Scheduler {
                 // (A second panic from the register adds nothing to `e`.)
                 let _ = self.clear_args_caught();
                 self.flows.remove(key);
+                self.count_dead_entry(&flow);
                 let e = flow_panic_error(p);
                 let done = flow.take_done();
                 // Each panicking value is skipped; the frame it was in has
@@ -596,6 +598,7 @@ impl Scheduler {
         match res {
             Some(res) => {
                 self.flows.remove(key);
+                self.count_dead_entry(&flow);
                 let done = flow.take_done();
                 // The result args (in the register) are moved out only for
                 // someone waiting for them.
@@ -647,6 +650,16 @@ impl Scheduler {
                 }
                 self.flows[key] = Some(flow);
             }
+        }
+    }
+
+    /// A flow that ended while its `Entry::Flow` was still queued (a root
+    /// cancel, a timeout or a completion ended it first) leaves that entry
+    /// dead: counted like a cancelled task's, skipped when it comes up.
+    #[inline]
+    fn count_dead_entry(&mut self, flow: &Flow) {
+        if flow.queued {
+            self.dead_entries += 1;
         }
     }
 
@@ -735,7 +748,14 @@ impl Scheduler {
             return false;
         };
         match e {
-            Entry::Flow(key) => self.drive(key, Resume::Ready),
+            Entry::Flow(key) => {
+                if !self.flows.contains_key(key) {
+                    // Its flow ended while it was queued.
+                    self.dead_entries -= 1;
+                    return false;
+                }
+                self.drive(key, Resume::Ready)
+            }
             Entry::Task(h) => match self.tasks.remove(h) {
                 Some(slot) => match slot.task {
                     Task::User(f) => self.call_user(f),

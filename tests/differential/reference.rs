@@ -444,11 +444,14 @@ impl<'p> Model<'p> {
         }
     }
 
-    /// Runs the first queue entry; false when there is none or it was
-    /// cancelled after it fell due.
+    /// Runs the first queue entry; false when there is none or it is dead
+    /// (a task cancelled after it fell due, the flow's entry after it
+    /// ended).
     fn run_front(&mut self) -> bool {
         if let Some(e) = self.queue.pop_front() {
             match e {
+                // An entry of a flow that ended while it was queued is dead.
+                Entry::Flow if self.result.is_some() => return false,
                 Entry::Flow => self.drive(Resume::Ready),
                 Entry::Task(key) => {
                     let Some(t) = self.tasks.remove(&key) else {
