@@ -351,3 +351,23 @@ fn async_tool_counts_no_entry_for_a_flow_cancelled_while_queued() {
     assert_eq!(tool.stats().immediates, 0);
     assert_eq!(tool.stats().steps, 0);
 }
+
+/// `iterate` counts each fired timer once: as the callback it runs.
+#[test]
+fn iterate_counts_a_fired_timer_once() {
+    let mut tool = AsyncTool::new().unwrap();
+    let ran = Rc::new(Cell::new(0));
+    let r = ran.clone();
+    tool.deferred(Duration::ZERO, move |_| r.set(r.get() + 1));
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 1);
+    assert_eq!(ran.get(), 1);
+
+    for _ in 0..3 {
+        let r = ran.clone();
+        tool.deferred(Duration::ZERO, move |_| r.set(r.get() + 1));
+    }
+    let r = ran.clone();
+    tool.immediate(move |_| r.set(r.get() + 1));
+    assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 4);
+    assert_eq!(ran.get(), 5);
+}

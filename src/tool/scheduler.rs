@@ -789,9 +789,11 @@ impl Scheduler {
     /// message a message sent) waits for the next pass, whose messages go
     /// first.
     pub(crate) fn run_pass(&mut self) -> usize {
-        let fired = self.fire_timers();
+        // A fired timer is counted when its entry runs (not when it is
+        // queued as well).
+        self.fire_timers();
         let mut todo = self.queue.len();
-        let mut n = self.run_inbox() + fired;
+        let mut n = self.run_inbox();
         while todo > 0 {
             todo -= 1;
             if self.run_front() {
