@@ -371,3 +371,72 @@ fn iterate_counts_a_fired_timer_once() {
     assert_eq!(tool.iterate(Some(Duration::ZERO)).unwrap(), 4);
     assert_eq!(ran.get(), 5);
 }
+
+/// A panic payload whose `Drop` panics too.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("bomb");
+    }
+}
+
+/// The errors the unhandled-error hook saw, as text.
+fn hooked(tool: &mut futoin_asyncsteps::Scheduler) -> Rc<std::cell::RefCell<Vec<String>>> {
+    let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let s = seen.clone();
+    tool.set_unhandled_error_hook(move |e| {
+        s.borrow_mut()
+            .push(format!("{}: {}", e.code(), e.info().unwrap_or("")))
+    });
+    seen
+}
+
+/// A loop callback that panics with such a payload is reported like any
+/// panicking callback; the payload's own panic stays inside the loop.
+#[test]
+fn a_loop_callback_panicking_with_a_payload_that_panics_on_drop_is_reported() {
+    let mut tool = TestTool::new();
+    let seen = hooked(&mut tool);
+    tool.immediate(|_| std::panic::panic_any(Bomb));
+    let ran = Rc::new(Cell::new(false));
+    let r = ran.clone();
+    tool.immediate(move |_| r.set(true));
+    let n = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.run_all()));
+    assert_eq!(n.ok(), Some(2));
+    assert!(ran.get());
+    assert_eq!(
+        *seen.borrow(),
+        ["InternalError: panic in loop callback: non-string panic payload"]
+    );
+
+    let mut tool = AsyncTool::new().unwrap();
+    let seen = hooked(&mut tool);
+    tool.deferred(Duration::ZERO, |_| std::panic::panic_any(Bomb));
+    let n = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tool.iterate(Some(Duration::ZERO)).unwrap()
+    }));
+    assert_eq!(n.ok(), Some(1));
+    assert_eq!(
+        *seen.borrow(),
+        ["InternalError: panic in loop callback: non-string panic payload"]
+    );
+}
+
+/// An unhandled-error hook that panics with such a payload does not take
+/// the loop down either.
+#[test]
+fn a_hook_panicking_with_a_payload_that_panics_on_drop_stays_in_the_loop() {
+    let mut tool = TestTool::new();
+    let calls = Rc::new(Cell::new(0));
+    let c = calls.clone();
+    tool.set_unhandled_error_hook(move |_| {
+        c.set(c.get() + 1);
+        std::panic::panic_any(Bomb)
+    });
+    tool.immediate(|_| panic!("first"));
+    tool.immediate(|_| panic!("second"));
+    let n = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.run_all()));
+    assert_eq!(n.ok(), Some(2));
+    assert_eq!(calls.get(), 2);
+}

@@ -53,14 +53,25 @@ pub(crate) enum Resume {
 /// it into the flow's result).
 pub(crate) struct FlowPanic(pub(crate) Error);
 
-/// Turns a panic payload into an `InternalError`.
+/// Turns a panic payload into an `InternalError`. The payload is dropped
+/// here, safely (see [`drop_payload`]).
 pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
     let msg = p
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".into());
+    drop_payload(p);
     Error::internal(format!("panic in {what}: {msg}"))
+}
+
+/// Drops a caught panic's payload, whose `Drop` may panic too (it is a
+/// user value, passed to `panic_any`): that panic is caught, and its own
+/// payload is leaked rather than dropped, so nothing unwinds out of here.
+pub(crate) fn drop_payload(p: Box<dyn Any + Send>) {
+    if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(p))) {
+        std::mem::forget(again);
+    }
 }
 
 /// What an execute callback's run comes to: a recorded misuse (which

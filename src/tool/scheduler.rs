@@ -573,9 +573,12 @@ impl Scheduler {
                 // already been removed, so this ends.
                 let mut clean = false;
                 for _ in 0..TEARDOWN_TRIES {
-                    if catch_unwind(AssertUnwindSafe(|| flow.teardown(self))).is_ok() {
-                        clean = true;
-                        break;
+                    match catch_unwind(AssertUnwindSafe(|| flow.teardown(self))) {
+                        Ok(()) => {
+                            clean = true;
+                            break;
+                        }
+                        Err(p) => crate::steps::flow::drop_payload(p),
                     }
                 }
                 let _ = self.clear_args_caught();
