@@ -4,7 +4,7 @@
 //! flow of another loop, queue entries of flows that have ended, the count
 //! `iterate` returns, and loop callbacks whose panic payload panics on drop.
 
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TestTool};
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, Scheduler, TestTool};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -64,6 +64,14 @@ fn awaiting(fut: YieldN) -> AsyncSteps {
 
 const YIELDS: u32 = 20_000;
 
+/// Sets a timer due at once that records `count` when it runs.
+fn probe(tool: &mut Scheduler, count: &Arc<AtomicU32>) -> Rc<Cell<Option<u32>>> {
+    let seen = Rc::new(Cell::new(None));
+    let (s, n) = (seen.clone(), count.clone());
+    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    seen
+}
+
 /// A timer due before a self-waking future's second poll runs in the pass
 /// of that poll, not after every poll the future keeps asking for.
 #[test]
@@ -73,9 +81,7 @@ fn a_self_waking_future_does_not_hold_back_a_due_timer() {
     let p = awaiting(YieldN::new(YIELDS, &polls)).promise::<()>(&mut tool);
     tool.iterate(Some(Duration::ZERO)).unwrap();
     assert_eq!(polls.load(SeqCst), 1);
-    let seen = Rc::new(Cell::new(None));
-    let (s, n) = (seen.clone(), polls.clone());
-    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    let seen = probe(&mut tool, &polls);
     tool.block_on(p).unwrap();
     assert_eq!(seen.get(), Some(2));
     assert_eq!(polls.load(SeqCst), YIELDS + 1);
@@ -90,9 +96,7 @@ fn a_self_waking_future_does_not_hold_back_a_due_timer_on_test_tool() {
     let p = awaiting(YieldN::new(YIELDS, &polls)).promise::<()>(&mut tool);
     assert!(tool.run_one());
     assert_eq!(polls.load(SeqCst), 1);
-    let seen = Rc::new(Cell::new(None));
-    let (s, n) = (seen.clone(), polls.clone());
-    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    let seen = probe(&mut tool, &polls);
     tool.block_on(p).unwrap();
     assert_eq!(seen.get(), Some(2));
     assert_eq!(polls.load(SeqCst), YIELDS + 1);
@@ -115,9 +119,7 @@ fn a_loop_completed_by_its_own_handles_does_not_hold_back_a_due_timer() {
     let p = root.promise::<()>(&mut tool);
     tool.iterate(Some(Duration::ZERO)).unwrap();
     assert_eq!(iterations.load(SeqCst), 1);
-    let seen = Rc::new(Cell::new(None));
-    let (s, n) = (seen.clone(), iterations.clone());
-    tool.deferred(Duration::ZERO, move |_| s.set(Some(n.load(SeqCst))));
+    let seen = probe(&mut tool, &iterations);
     tool.block_on(p).unwrap();
     assert_eq!(seen.get(), Some(2));
     assert_eq!(iterations.load(SeqCst), YIELDS);
