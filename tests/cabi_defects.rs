@@ -511,3 +511,35 @@ fn root_parallel_handles_are_reused_after_the_quarantine() {
     assert_eq!(first.len(), QUARANTINE + 1);
     assert_eq!(handles[QUARANTINE + 1], handles[0]);
 }
+
+// ---------------------------------------------------------------------------
+// One completion per step
+// ---------------------------------------------------------------------------
+
+unsafe extern "C" fn success_then_error(
+    bsi: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    call!(bsi, success(bsi, null_mut()));
+    call!(
+        bsi,
+        handle_error(bsi, c"MyError".as_ptr(), c"late".as_ptr())
+    );
+}
+
+/// handle_error() after success() in one callback fails the step with
+/// `InternalError`, as `error()` after `success()` does in Rust: the
+/// success used to be dropped silently for `MyError`.
+#[test]
+fn handle_error_after_success_is_a_misuse() {
+    let fx = Fixture::new();
+    assert_eq!(
+        fx.run_step(Some(success_then_error), SECS),
+        [
+            "InternalError: error() after success(): a step completes once \
+             (asked for MyError: late)",
+            "ok"
+        ]
+    );
+}

@@ -233,7 +233,7 @@ unsafe extern "C" fn handle_error(
     };
     let mut e = Some(e);
     let inside = try_plain_step(p, "handle_error()", |s, b| {
-        let e = e.take().expect("once");
+        let e = s.raise(e.take().expect("once"));
         s.state().set_error_info(e.info());
         b.fail(e, true);
     });

@@ -470,17 +470,24 @@ impl<'a> Step<'a> {
         code: impl Into<Cow<'static, str>>,
         info: impl Into<Cow<'static, str>>,
     ) -> StepResult {
-        let e = Error::with_info(code, info);
+        Err(self.raise(Error::with_info(code, info)))
+    }
+
+    /// The error a step's `error(e)` fails it with: `e`, or the misuse
+    /// `InternalError` (recorded, so it wins) when the step has already
+    /// added sub-steps or succeeded. Shared with the C interface's
+    /// `handle_error`.
+    pub(crate) fn raise(&mut self, e: Error) -> Error {
         let after = if self.out.added {
             "add(): sub-steps complete this step"
         } else if self.out.succeeded {
             "success(): a step completes once"
         } else {
-            return Err(e);
+            return e;
         };
         let m = Error::internal(format!("error() after {after} (asked for {e})"));
         self.out.misuse.get_or_insert_with(|| m.clone());
-        Err(m)
+        m
     }
 
     fn frame_flags(&mut self) -> &mut u8 {
