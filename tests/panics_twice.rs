@@ -66,8 +66,8 @@ fn two_panicking_stack_values() {
     assert_eq!(e.code(), codes::INTERNAL_ERROR);
     assert_eq!(
         e.info(),
-        Some("panic in a value dropped by the flow: drop of b"),
-        "the last value goes first"
+        Some("panic in a value dropped by the flow: drop of a"),
+        "in order: a first"
     );
     assert_eq!(drops.load(SeqCst), 2);
     loop_goes_on(&mut tool);

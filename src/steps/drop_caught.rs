@@ -42,11 +42,12 @@ pub(crate) fn rethrow(first: Option<Payload>) {
     }
 }
 
-/// Drops every element of `v` (last first), each on its own, keeping the
-/// first panic in `first`. `v` keeps its buffer.
+/// Drops every element of `v` in order (as dropping the vector would),
+/// each on its own, keeping the first panic in `first`. `v` keeps its
+/// buffer.
 #[inline]
 pub(crate) fn drain_caught<T>(v: &mut Vec<T>, first: &mut Option<Payload>) {
-    while let Some(x) = v.pop() {
+    for x in v.drain(..) {
         drop_caught(x, first);
     }
 }
@@ -77,9 +78,9 @@ mod tests {
             rethrow(first);
         }));
         let msg = r.unwrap_err().downcast::<String>().unwrap();
-        assert_eq!(*msg, "drop 3", "popped last first: 3 panicked first");
+        assert_eq!(*msg, "drop 1", "in order: 1 panicked first");
         assert!(v.is_empty());
-        assert_eq!(DROPPED.with_borrow(|d| d.clone()), [3, 2, 1]);
+        assert_eq!(DROPPED.with_borrow(|d| d.clone()), [1, 2, 3]);
     }
 
     #[test]
@@ -98,6 +99,6 @@ mod tests {
         });
         let msg = r.unwrap_err().downcast::<&str>().unwrap();
         assert_eq!(*msg, "first");
-        assert_eq!(DROPPED.with_borrow(|d| d.clone()), [8, 7]);
+        assert_eq!(DROPPED.with_borrow(|d| d.clone()), [7, 8]);
     }
 }

@@ -60,7 +60,11 @@ impl Drop for Extra {
             }
             drain_caught(&mut self.stack, &mut first);
             if let Some(mut r) = self.rare.take() {
-                // The parts that hold user values, each on its own.
+                // Sync stakes first, as `reset` gives them back (a `Hold`
+                // runs no user code); then the parts that hold user
+                // values, each on its own.
+                r.holds.clear();
+                r.in_place = None;
                 if let Some(lp) = r.lp.take() {
                     drop_caught(lp, &mut first);
                 }
