@@ -75,6 +75,10 @@ new_key_type! {
 /// Steps a flow may run before it yields the loop to other work.
 pub(crate) const BURST: u32 = 1024;
 
+/// At most this many messages run in one pass of the loop
+/// ([`Scheduler::run_inbox`]).
+pub(crate) const DRAIN_MAX: usize = 64;
+
 /// At most this many emptied `Extra`s are kept for reuse per loop (a few
 /// hundred bytes each).
 const EXTRA_POOL_MAX: usize = 1024;
@@ -711,18 +715,36 @@ impl Scheduler {
         }
     }
 
-    /// Runs the messages that wait when it starts (see [`Batch`]); those
-    /// they send wait for the next pass.
+    /// Runs the messages that wait when it starts (see [`Batch`]), then
+    /// those that came meanwhile, batch after batch, until
+    /// [`DRAIN_MAX`] have run; the rest wait for the next pass.
+    ///
+    /// The bound keeps a flow that keeps sending itself messages (a future
+    /// that wakes itself, a step completing its own external handle) from
+    /// holding back timers, queued entries and other threads' messages for
+    /// more than `DRAIN_MAX` activations. Going on past the first batch
+    /// keeps a chain of local hand-overs in one pass: a sync slot given to
+    /// a waiter of this loop is a local message, and under contention one
+    /// section's end grants the next.
     ///
     /// [`Batch`]: crate::tool::shared::Batch
     pub(crate) fn run_inbox(&mut self) -> usize {
-        let mut batch = self.shared.batch();
         let mut n = 0;
-        while let Some(m) = batch.next(&self.shared) {
-            self.dispatch_one(m);
-            n += 1;
+        loop {
+            let mut batch = self.shared.batch();
+            let mut got = false;
+            while let Some(m) = batch.next(&self.shared) {
+                self.dispatch_one(m);
+                n += 1;
+                got = true;
+                if n == DRAIN_MAX {
+                    return n;
+                }
+            }
+            if !got {
+                return n;
+            }
         }
-        n
     }
 
     /// Moves due timers to the immediate queue; returns how many.
