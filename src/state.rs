@@ -145,9 +145,9 @@ impl State {
         }
         let mut first = None;
         for (_, v) in inner.map.drain() {
-            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(v))) {
-                first.get_or_insert(p);
-            }
+            // A second payload is leaked, not dropped: its own `Drop` may
+            // panic too (see `steps::drop_caught`).
+            crate::steps::drop_caught::drop_caught(v, &mut first);
         }
         if inner.map.capacity() > KEEP {
             inner.map = HashMap::new();

@@ -34,7 +34,10 @@ fn quiet() {
                 .map(String::as_str)
                 .or_else(|| info.payload().downcast_ref::<&str>().copied())
                 .unwrap_or("");
-            if !(msg.starts_with("drop of") || msg == "cancel callback") {
+            if !(msg.starts_with("drop of")
+                || msg == "cancel callback"
+                || info.payload().is::<LoudPayload>())
+            {
                 default(info);
             }
         }));
@@ -113,5 +116,48 @@ fn a_panicking_cancel_callback_and_stack_value_on_timeout() {
     assert_eq!(e.code(), codes::INTERNAL_ERROR);
     assert_eq!(e.info(), Some("panic in cancel callback: cancel callback"));
     assert_eq!(drops.load(SeqCst), 1);
+    loop_goes_on(&mut tool);
+}
+
+/// A panic payload whose own `Drop` panics.
+struct LoudPayload;
+impl Drop for LoudPayload {
+    fn drop(&mut self) {
+        panic!("drop of a payload");
+    }
+}
+
+/// Panics with a [`LoudPayload`] when dropped.
+#[derive(Clone)]
+struct LoudBoom(Arc<AtomicUsize>);
+impl Drop for LoudBoom {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+        std::panic::panic_any(LoudPayload);
+    }
+}
+
+/// Three state values whose `Drop`s panic with payloads that panic when
+/// dropped: every value is dropped, no payload is dropped while another
+/// panic unwinds, and the loop goes on.
+#[test]
+fn state_values_whose_panic_payloads_panic() {
+    quiet();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut tool = TestTool::new();
+    tool.set_unhandled_error_hook(|_| {});
+    let mut root = AsyncSteps::new();
+    let d = drops.clone();
+    root.add(move |s, ()| {
+        for k in ["a", "b", "c"] {
+            s.state().set(k, LoudBoom(d.clone()));
+        }
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.run_all()));
+    assert!(r.is_ok(), "no panic leaves the loop");
+    assert_eq!(drops.load(SeqCst), 3);
+    drop(p);
     loop_goes_on(&mut tool);
 }
