@@ -9,16 +9,14 @@
 //!
 //! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
 
-use futoin_asyncsteps::{
-    codes, ArgValue, Args, AsyncSteps, Error, FromArgs, Step, StepResult, TestTool,
-};
+use futoin_asyncsteps::{codes, ArgValue, Args, AsyncSteps, Error, Step, StepResult, TestTool};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod common;
-use common::{HandleSlot as Slot, Recorder as Log};
+use common::{assert_internal, run, HandleSlot as Slot, Recorder as Log};
 
 /// Collects what reaches the loop's unhandled-error hook.
 fn install_hook(tool: &mut TestTool) -> Rc<RefCell<Vec<String>>> {
@@ -26,18 +24,6 @@ fn install_hook(tool: &mut TestTool) -> Rc<RefCell<Vec<String>>> {
     let s = seen.clone();
     tool.set_unhandled_error_hook(move |e| s.borrow_mut().push(e.to_string()));
     seen
-}
-
-fn run<T: FromArgs>(root: AsyncSteps) -> Result<T, Error> {
-    let mut tool = TestTool::new();
-    let p = root.promise::<T>(&mut tool);
-    tool.block_on(p)
-}
-
-#[track_caller]
-fn assert_internal(e: &Error, info: &str) {
-    assert_eq!(e.code(), codes::INTERNAL_ERROR, "error: {e}");
-    assert_eq!(e.info(), Some(info), "error: {e}");
 }
 
 /// Formats a `StepResult` for the log.

@@ -5,21 +5,10 @@
 //!
 //! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
 
-use futoin_asyncsteps::{
-    codes, AsyncSteps, Error, FromArgs, Pairs, Step, StepResult, TakeOnce, TestTool,
-};
+use futoin_asyncsteps::{AsyncSteps, Pairs, Step, StepResult, TakeOnce, TestTool};
 
-fn run<T: FromArgs>(root: AsyncSteps) -> Result<T, Error> {
-    let mut tool = TestTool::new();
-    let p = root.promise::<T>(&mut tool);
-    tool.block_on(p)
-}
-
-#[track_caller]
-fn assert_internal(e: &Error, info: &str) {
-    assert_eq!(e.code(), codes::INTERNAL_ERROR, "error: {e}");
-    assert_eq!(e.info(), Some(info), "error: {e}");
-}
+mod common;
+use common::{assert_internal, run};
 
 // ---------------------------------------------------------------------------
 // Success args of std types

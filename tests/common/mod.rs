@@ -2,7 +2,7 @@
 //! given to root steps (`Clone + Send`) can write to, and a drop logger.
 #![allow(dead_code)]
 
-use futoin_asyncsteps::ExternalHandle;
+use futoin_asyncsteps::{codes, AsyncSteps, Error, ExternalHandle, FromArgs, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,4 +66,18 @@ impl HandleSlot {
     pub fn take(&self) -> ExternalHandle {
         self.0.lock().unwrap().take().expect("a stored handle")
     }
+}
+
+/// Runs `root` to its end on a fresh `TestTool`; its result.
+pub fn run<T: FromArgs>(root: AsyncSteps) -> Result<T, Error> {
+    let mut tool = TestTool::new();
+    let p = root.promise::<T>(&mut tool);
+    tool.block_on(p)
+}
+
+/// `e` is an `InternalError` with exactly this info.
+#[track_caller]
+pub fn assert_internal(e: &Error, info: &str) {
+    assert_eq!(e.code(), codes::INTERNAL_ERROR, "error: {e}");
+    assert_eq!(e.info(), Some(info), "error: {e}");
 }
