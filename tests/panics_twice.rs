@@ -44,6 +44,13 @@ fn quiet() {
     });
 }
 
+/// A drop counter and a loop for one case, with the cases' own panics
+/// kept off the output.
+fn setup() -> (Arc<AtomicUsize>, TestTool) {
+    quiet();
+    (Arc::new(AtomicUsize::new(0)), TestTool::new())
+}
+
 /// The loop still runs flows after the case.
 fn loop_goes_on(tool: &mut TestTool) {
     let mut ok = AsyncSteps::new();
@@ -54,9 +61,7 @@ fn loop_goes_on(tool: &mut TestTool) {
 
 #[test]
 fn two_panicking_stack_values() {
-    quiet();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let mut tool = TestTool::new();
+    let (drops, mut tool) = setup();
     let mut root = AsyncSteps::new();
     let d = drops.clone();
     root.add(move |s, ()| {
@@ -78,9 +83,7 @@ fn two_panicking_stack_values() {
 
 #[test]
 fn two_panicking_success_args_of_a_detached_flow() {
-    quiet();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let mut tool = TestTool::new();
+    let (drops, mut tool) = setup();
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
     tool.set_unhandled_error_hook(move |e| s2.lock().unwrap().push(e.to_string()));
@@ -99,9 +102,7 @@ fn two_panicking_success_args_of_a_detached_flow() {
 
 #[test]
 fn a_panicking_cancel_callback_and_stack_value_on_timeout() {
-    quiet();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let mut tool = TestTool::new();
+    let (drops, mut tool) = setup();
     let mut root = AsyncSteps::new();
     let d = drops.clone();
     root.add(move |s, ()| {
@@ -142,9 +143,7 @@ impl Drop for LoudBoom {
 /// panic unwinds, and the loop goes on.
 #[test]
 fn state_values_whose_panic_payloads_panic() {
-    quiet();
-    let drops = Arc::new(AtomicUsize::new(0));
-    let mut tool = TestTool::new();
+    let (drops, mut tool) = setup();
     tool.set_unhandled_error_hook(|_| {});
     let mut root = AsyncSteps::new();
     let d = drops.clone();
