@@ -29,6 +29,15 @@ pub(crate) fn drop_caught<T>(v: T, first: &mut Option<Payload>) {
     }
 }
 
+/// Drops a caught panic's payload, whose `Drop` may panic too (it is a
+/// user value, passed to `panic_any`): that panic is caught, and its own
+/// payload is leaked rather than dropped, so nothing unwinds out of here.
+pub(crate) fn drop_payload(p: Payload) {
+    let mut again = None;
+    drop_caught(p, &mut again);
+    std::mem::forget(again);
+}
+
 /// Raises `first` again, unless the thread is unwinding already (that
 /// would abort); then the payload is leaked.
 #[inline]

@@ -55,23 +55,16 @@ pub(crate) struct FlowPanic(pub(crate) Error);
 
 /// Turns a panic payload into an `InternalError`. The payload is dropped
 /// here, safely (see [`drop_payload`]).
+///
+/// [`drop_payload`]: crate::steps::drop_caught::drop_payload
 pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
     let msg = p
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".into());
-    drop_payload(p);
+    crate::steps::drop_caught::drop_payload(p);
     Error::internal(format!("panic in {what}: {msg}"))
-}
-
-/// Drops a caught panic's payload, whose `Drop` may panic too (it is a
-/// user value, passed to `panic_any`): that panic is caught, and its own
-/// payload is leaked rather than dropped, so nothing unwinds out of here.
-pub(crate) fn drop_payload(p: Box<dyn Any + Send>) {
-    if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(p))) {
-        std::mem::forget(again);
-    }
 }
 
 /// What an execute callback's run comes to: a recorded misuse (which
@@ -694,15 +687,21 @@ impl Flow {
         let mut r = r;
         if out.added {
             st.queue[top.seg as usize..].reverse();
-            // Sub-steps complete this step: a wait for an external event
-            // is over, and later completions are refused. One already
-            // accepted conflicts with them, as success() after add() does.
+        }
+        // Sub-steps or success() complete this step: a wait for an
+        // external event is over, and later completions are refused. One
+        // already accepted would be a second completion, as success()
+        // after add() is.
+        if out.added || out.succeeded {
             if let Some(w) = top.wait.take() {
                 if !w.claim() && r.is_ok() {
-                    r = Err(Error::internal(
+                    r = Err(Error::internal(if out.added {
                         "an external completion and add() in the same step: \
-                         sub-steps complete this step",
-                    ));
+                         sub-steps complete this step"
+                    } else {
+                        "an external completion and success() in the same step: \
+                         a step completes once"
+                    }));
                 }
                 sched.release_token(w);
             }
@@ -719,19 +718,6 @@ impl Flow {
                 Some(Act::Next)
             }
             Ok(()) if out.succeeded => {
-                // Likewise, success() completes the step: an external
-                // completion accepted meanwhile would be the second one.
-                if let Some(w) = top.wait.take() {
-                    let accepted = !w.claim();
-                    sched.release_token(w);
-                    if accepted {
-                        sched.clear_args();
-                        return Some(Act::Fail(Error::internal(
-                            "an external completion and success() in the same step: \
-                             a step completes once",
-                        )));
-                    }
-                }
                 self.pop_frame(sched, sid, false);
                 Some(Act::Next)
             }

@@ -49,31 +49,13 @@ pub(crate) struct Extra {
 }
 
 /// Dropped outside [`Extra::reset`] (a frame dropped whole, as when a
-/// strand or a flow goes): the same one-at-a-time drops, so two panicking
-/// values, or one while the thread unwinds, do not abort the process.
+/// strand or a flow goes): emptied by `reset` first, which drops the user
+/// values one at a time, so two panicking values, or one while the thread
+/// unwinds, do not abort the process. What is left runs no user code.
 impl Drop for Extra {
     fn drop(&mut self) {
         if self.cancel.is_some() || !self.stack.is_empty() || self.rare.is_some() {
-            let mut first = None;
-            if let Some(c) = self.cancel.take() {
-                drop_caught(c, &mut first);
-            }
-            drain_caught(&mut self.stack, &mut first);
-            if let Some(mut r) = self.rare.take() {
-                // Sync stakes first, as `reset` gives them back (a `Hold`
-                // runs no user code); then the parts that hold user
-                // values, each on its own.
-                r.holds.clear();
-                r.in_place = None;
-                if let Some(lp) = r.lp.take() {
-                    drop_caught(lp, &mut first);
-                }
-                if let Some(f) = r.fut.take() {
-                    drop_caught(f, &mut first);
-                }
-                drop_caught(r, &mut first);
-            }
-            rethrow(first);
+            self.reset(|| 0);
         }
     }
 }

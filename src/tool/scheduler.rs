@@ -582,7 +582,7 @@ impl Scheduler {
                             clean = true;
                             break;
                         }
-                        Err(p) => crate::steps::flow::drop_payload(p),
+                        Err(p) => crate::steps::drop_caught::drop_payload(p),
                     }
                 }
                 let _ = self.clear_args_caught();
@@ -732,16 +732,15 @@ impl Scheduler {
         let mut n = 0;
         loop {
             let mut batch = self.shared.batch();
-            let mut got = false;
+            let before = n;
             while let Some(m) = batch.next(&self.shared) {
                 self.dispatch_one(m);
                 n += 1;
-                got = true;
                 if n == DRAIN_MAX {
                     return n;
                 }
             }
-            if !got {
+            if n == before {
                 return n;
             }
         }
@@ -808,11 +807,12 @@ impl Scheduler {
         &self.pool
     }
 
-    /// One pass: the due timers join the queue, the messages waiting run,
-    /// then the entries that were queued before those messages ran. What
-    /// the pass queues or sends (a flow a message started or resumed, a
-    /// message a message sent) waits for the next pass, whose messages go
-    /// first.
+    /// One pass: the due timers join the queue, the messages run (those
+    /// waiting, then those sent meanwhile, up to [`DRAIN_MAX`]; see
+    /// [`run_inbox`](Self::run_inbox)), then the entries that were queued
+    /// before the messages ran. What the pass queues (a flow a message
+    /// started or resumed) and the messages past the bound wait for the
+    /// next pass, whose messages go first.
     pub(crate) fn run_pass(&mut self) -> usize {
         // A fired timer is counted when its entry runs (not when it is
         // queued as well).

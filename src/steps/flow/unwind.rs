@@ -101,7 +101,7 @@ impl Flow {
             match self.loop_control(sched, sid, &err, true) {
                 Some(act) => return Some(act),
                 None if self.loop_outside(sid, err.control_ref()) => {
-                    return self.leave_branch(sched, sid, err, true);
+                    return self.leave_branch(sched, sid, err);
                 }
                 None => err = err.into_plain(),
             }
@@ -164,7 +164,7 @@ impl Flow {
                         return self.loop_control(sched, sid, &e2, false);
                     }
                     if self.loop_outside(sid, e2.control_ref()) {
-                        return self.leave_branch(sched, sid, e2, true);
+                        return self.leave_branch(sched, sid, e2);
                     }
                     // Recorded while the handled step is still on the
                     // stack: `async_stack` ends with it, as for an error
@@ -210,21 +210,13 @@ impl Flow {
     }
 
     /// Ends branch `sid` with a break/continue for a loop outside it: its
-    /// frames go (the one that raised it, on top when `origin_on_top`,
-    /// without its cancel callback; the others cancelled), and the error,
+    /// frames go (the one that raised it, on top, without its cancel
+    /// callback; the others cancelled), and the error,
     /// still a break/continue, fails the parallel step
     /// (`branch_done`: the siblings are cancelled), whose strand then
     /// unwinds to that loop the same way, skipping the handlers between.
-    fn leave_branch(
-        &mut self,
-        sched: &mut Scheduler,
-        sid: u32,
-        err: Error,
-        origin_on_top: bool,
-    ) -> Option<Act> {
-        if origin_on_top {
-            self.pop_frame(sched, sid, false);
-        }
+    fn leave_branch(&mut self, sched: &mut Scheduler, sid: u32, err: Error) -> Option<Act> {
+        self.pop_frame(sched, sid, false);
         while !self.st(sid).frames.is_empty() {
             self.pop_frame(sched, sid, true);
         }
