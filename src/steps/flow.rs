@@ -96,6 +96,13 @@ pub(crate) struct Side {
     /// becomes obsolete, so that entry is skipped when popped. Kept here,
     /// not in `Strand`, because only flows with a ready queue need it.
     tickets: Vec<u32>,
+    /// Who waits for the result (a promise): kept here, not in `Flow`, so
+    /// the flow object of a plain root stays small.
+    done: Option<Arc<Completion>>,
+    /// After the seqs have wrapped (`Flow::wrapped`): the first seq above
+    /// `seq` that a live frame still has (0: none), where `next_seq`
+    /// looks again.
+    seq_end: u32,
 }
 
 impl Side {
@@ -121,10 +128,9 @@ pub(crate) struct Flow {
     pub state: State,
     /// The seq of the newest frame ([`next_seq`](Self::next_seq)).
     pub seq: u32,
-    /// After the seqs have wrapped: the first seq above `seq` that a live
-    /// frame still has (0: none), where `next_seq` looks again.
-    seq_end: u32,
-    done: Option<Arc<Completion>>,
+    /// The seqs have wrapped: `next_seq` takes its slow path, which keeps
+    /// its bound in `Side::seq_end`.
+    wrapped: bool,
     /// The main strand has not run yet.
     start: bool,
     /// The flow ended by root cancel (not an error to report).
@@ -165,7 +171,7 @@ impl Flow {
         if steps.spilled() && q.capacity() < steps.len() {
             // Adopt the model's heap buffer as the queue.
             steps.reverse();
-            *q = smallvec::SmallVec::from_vec(steps.into_vec());
+            *q = steps.into_vec();
         } else {
             // Reuse the pooled queue (exact room for a cold flow). Popping
             // the model's steps pushes them reversed, as the queue wants.
@@ -186,7 +192,9 @@ impl Flow {
     /// Who waits for the result (set once the flow has its key).
     #[inline]
     pub(crate) fn set_done(&mut self, done: Option<Arc<Completion>>) {
-        self.done = done;
+        if done.is_some() {
+            self.side().done = done;
+        }
     }
 
     /// Clears the flow for reuse, keeping allocations.
@@ -212,10 +220,11 @@ impl Flow {
             side.branches.clear();
             side.free.clear();
             side.ready.clear();
+            side.done = None;
+            side.seq_end = 0;
         }
         self.seq = 0;
-        self.seq_end = 0;
-        self.done = None;
+        self.wrapped = false;
         self.start = false;
         self.canceled = false;
         self.queued = false;
@@ -254,7 +263,7 @@ impl Flow {
 
     /// Who waits for the result.
     pub(crate) fn take_done(&mut self) -> Option<Arc<Completion>> {
-        self.done.take()
+        self.side.as_mut()?.done.take()
     }
 
     #[inline]
@@ -478,8 +487,7 @@ impl Flow {
     #[inline(always)]
     pub(crate) fn next_seq(&mut self) -> u32 {
         match self.seq.checked_add(1) {
-            // `seq_end` 0 (nothing reserved) wraps to the largest u32.
-            Some(s) if s <= self.seq_end.wrapping_sub(1) => s,
+            Some(s) if !self.wrapped => s,
             _ => self.next_seq_wrapped(),
         }
     }
@@ -491,6 +499,12 @@ impl Flow {
     #[cold]
     #[inline(never)]
     fn next_seq_wrapped(&mut self) -> u32 {
+        if let Some(s) = self.seq.checked_add(1) {
+            // `seq_end` 0 (nothing reserved) wraps to the largest u32.
+            if self.wrapped && s <= self.side().seq_end.wrapping_sub(1) {
+                return s;
+            }
+        }
         let mut live: Vec<u32> = self.main.frames.iter().map(|f| f.seq).collect();
         if let Some(side) = &self.side {
             for b in side.branches.iter().filter(|b| b.live) {
@@ -503,7 +517,8 @@ impl Flow {
             s = s.checked_add(1).unwrap_or(1);
         }
         let i = live.partition_point(|&x| x <= s);
-        self.seq_end = live.get(i).copied().unwrap_or(0);
+        self.side().seq_end = live.get(i).copied().unwrap_or(0);
+        self.wrapped = true;
         s
     }
 

@@ -7,7 +7,6 @@ use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
 use crate::steps::drop_caught::{drain_caught, drop_caught, rethrow, Payload};
 use crate::steps::result::{FutureWake, WaitToken};
 use crate::tool::scheduler::TaskKey;
-use smallvec::SmallVec;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -265,9 +264,11 @@ const STACK_KEEP: usize = 8;
 pub(crate) struct Strand {
     /// The frames (hot: read on every step, so a plain vector).
     pub frames: Vec<Frame>,
-    /// One queued step is stored inline, so a root of one step does not
-    /// allocate a queue.
-    pub queue: SmallVec<[StepDef; 1]>,
+    /// A plain vector, like `frames`: an inline slot would save a cold
+    /// flow one allocation, but every push and pop would pay a check of
+    /// where the items live (about 50 instructions per simple flow). A
+    /// pooled flow keeps the buffer.
+    pub queue: Vec<StepDef>,
     /// (parent strand, seq of the parallel frame waiting for this branch);
     /// seq 0 (never used by a frame) means "no parent": the main strand.
     pub parent: (u32, u32),

@@ -427,7 +427,7 @@ impl<'a> Step<'a> {
         Parallel::new(self, Some(def::once_catch(on_error)))
     }
 
-    pub(crate) fn queue_mut(&mut self) -> &mut smallvec::SmallVec<[StepDef; 1]> {
+    pub(crate) fn queue_mut(&mut self) -> &mut Vec<StepDef> {
         &mut self.flow.st(self.sid).queue
     }
 
