@@ -195,3 +195,46 @@ fn a_source_replaced_while_another_step_waits_on_it_is_an_internal_error() {
     );
     assert_clean(&tool);
 }
+
+/// An ICMP "port unreachable" sets a UDP socket's error once; `recv`
+/// reports and clears it. The next wait must sleep until a real event
+/// (here: time out), not return at once with the old error for good.
+#[test]
+fn a_passing_socket_error_answers_one_wait_only() {
+    use futoin_asyncsteps::io::mio;
+    use futoin_asyncsteps::TakeOnce;
+    let mut tool = AsyncTool::new().unwrap();
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(dead).unwrap();
+    sock.set_nonblocking(true).unwrap();
+    let sock = TakeOnce::new(mio::net::UdpSocket::from_std(sock));
+
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let u = s.stack(sock.take()?);
+        s.stack_get(u)?.send(b"x").unwrap();
+        s.add(move |s, ()| s.wait_io(u, Interest::READABLE));
+        s.add(move |s, (r,): (Ready,)| {
+            assert!(r.error, "{r:?}");
+            let mut b = [0u8; 8];
+            let e = s.stack_get(u)?.recv(&mut b).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+            Ok(())
+        });
+        s.add(move |s, ()| {
+            s.set_timeout(Duration::from_millis(200));
+            s.wait_io(u, Interest::READABLE)
+        });
+        s.add(|_, (r,): (Ready,)| -> futoin_asyncsteps::StepResult {
+            panic!("the second wait returned at once with {r:?}")
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::TIMEOUT, "{e:?}");
+    assert_clean(&tool);
+}

@@ -29,6 +29,11 @@ struct Reg {
     /// since: the next attempt in that direction would block, so the
     /// helpers wait first.
     drained: u8,
+    /// The bits of `pending` that state a passing condition (see
+    /// [`Bits::passing`]): the next wait handed them uses them up. (Not
+    /// an operation that found the source drained: a read that came back
+    /// short leaves a socket error pending.)
+    passing: u8,
 }
 
 /// Readiness as bits: the reactor's working form of [`Ready`] (one mask
@@ -57,6 +62,21 @@ impl Bits {
             }
         }
         Bits(b)
+    }
+
+    /// The bits of an event that state a passing condition rather than a
+    /// lasting one: a socket error (`SO_ERROR`) is cleared once an
+    /// operation reports it (a UDP socket goes on after an ICMP "port
+    /// unreachable"), and mio reports such an error as write-closed too.
+    /// A hang-up (read-closed with it) lasts: it answers every later wait.
+    fn passing(self) -> u8 {
+        if self.0 & ERROR == 0 {
+            0
+        } else if self.0 & READ_CLOSED == 0 {
+            ERROR | WRITE_CLOSED
+        } else {
+            ERROR
+        }
     }
 
     fn ready(self) -> Ready {
@@ -148,15 +168,17 @@ fn token(k: IoKey) -> mio::Token {
 }
 
 /// Hands the kept readiness to the waiter of `r` if it answers it. A
-/// completed wait for `i` uses up the readable or writable edge; closed
-/// and error states stay: they hold for every later wait too.
+/// completed wait for `i` uses up the readable or writable edge and any
+/// passing error ([`Bits::passing`]); closed states stay: they hold for
+/// every later wait too.
 fn take_for(r: &mut Reg) -> Option<Done> {
     let w = r.waiter?;
     if !r.pending.answers(w.interest) {
         return None;
     }
     let seen = r.pending;
-    r.pending.0 &= !edges(w.interest);
+    r.pending.0 &= !(edges(w.interest) | r.passing);
+    r.passing = 0;
     r.waiter = None;
     Some(Done {
         flow: r.flow,
@@ -193,6 +215,7 @@ impl Reactor {
             waiter: None,
             pending: Bits::default(),
             drained: 0,
+            passing: 0,
         });
         if let Err(e) = self.registry.register(src, token(k), interest) {
             self.regs.remove(k);
@@ -307,6 +330,8 @@ impl Reactor {
             r.drained &= !WRITABLE;
         }
         r.pending.0 |= seen.0;
+        // A lasting bit this event brings is no longer passing.
+        r.passing = (r.passing & !seen.0) | seen.passing();
         take_for(r)
     }
 
@@ -385,6 +410,7 @@ mod tests {
             }),
             pending: Bits(READABLE | WRITABLE | READ_CLOSED),
             drained: 0,
+            passing: 0,
         };
         let done = take_for(&mut reg).expect("the kept readiness answers");
         assert_eq!((done.seq, done.args), (7, true));
@@ -392,5 +418,44 @@ mod tests {
         assert!(seen.readable && seen.writable && seen.read_closed);
         assert_eq!(reg.pending.0, WRITABLE | READ_CLOSED);
         assert!(reg.waiter.is_none());
+    }
+
+    #[test]
+    fn a_bare_error_passes_with_the_wait_it_answers_a_hang_up_stays() {
+        // (event bits, what is left once one wait took them)
+        let cases = [
+            // An ICMP error on a UDP socket: mio says error + write-closed.
+            (ERROR | WRITE_CLOSED, 0),
+            // (A read wait leaves the writable edge.)
+            (ERROR | WRITE_CLOSED | WRITABLE, WRITABLE),
+            // A reset: the hang-up closes both ways for good.
+            (
+                ERROR | READ_CLOSED | WRITE_CLOSED,
+                READ_CLOSED | WRITE_CLOSED,
+            ),
+            (READ_CLOSED | WRITE_CLOSED, READ_CLOSED | WRITE_CLOSED),
+        ];
+        for (bits, left) in cases {
+            let mut reg = Reg {
+                flow: FlowKey::default(),
+                interest: Interest::READABLE,
+                waiter: Some(Waiter {
+                    strand: 0,
+                    seq: 1,
+                    interest: Interest::READABLE,
+                    args: true,
+                }),
+                pending: Bits(bits),
+                drained: 0,
+                passing: Bits(bits).passing(),
+            };
+            let done = take_for(&mut reg).expect("answers");
+            assert_eq!(done.seen.0, bits);
+            assert_eq!((reg.pending.0, reg.passing), (left, 0), "bits {bits}");
+        }
+        // A lasting bit in a later event is no longer passing.
+        let first = Bits(ERROR | WRITE_CLOSED).passing();
+        let later = Bits(READ_CLOSED | WRITE_CLOSED);
+        assert_eq!((first & !later.0) | later.passing(), ERROR);
     }
 }
