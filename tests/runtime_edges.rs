@@ -171,3 +171,40 @@ fn a_flow_whose_promise_was_dropped_reports_its_error_to_the_hook() {
     assert_eq!(reported.get(), 1);
     assert_eq!(tool.block_on(kept).unwrap_err().code(), "Oops");
 }
+
+/// A flow spawned from a step goes to that loop's own queue. If the loop
+/// stops before starting it, its promise is answered `Canceled` even while
+/// a `RuntimeHandle` (which can reach that queue) is still alive.
+#[test]
+fn a_flow_queued_on_a_loop_and_never_started_is_canceled_at_shutdown() {
+    let rt = Runtime::builder()
+        .loops(1)
+        .pin_threads(false)
+        .build()
+        .unwrap();
+    let h = rt.handle(); // kept alive, as a server keeps one
+    let (tx, rx) = mpsc::channel();
+    let h2 = h.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |_, ()| {
+        let mut child = AsyncSteps::new();
+        child.add(|s, ()| s.success((1u8,)));
+        tx.send(h2.spawn::<(u8,)>(child)).unwrap();
+        // Hold the only loop until the shutdown starts: the child never
+        // gets to run.
+        while !h2.is_closed() {
+            thread::yield_now();
+        }
+        Ok(())
+    });
+    let parent = rt.spawn::<()>(root);
+    let child = rx.recv().unwrap();
+    rt.shutdown();
+    let _ = parent.wait();
+    let got = within(10, move || child.wait().map_err(|e| e.code().to_owned()));
+    assert_eq!(
+        got.expect("the child's promise was never answered"),
+        Err(codes::CANCELED.to_owned())
+    );
+    drop(h);
+}

@@ -398,9 +398,15 @@ pub(crate) fn thread_main(
         core.loop_died(idx);
     }
     // Flows that never started are answered (Job's Drop), then the loop's
-    // own flows are cancelled on this thread as the tool drops.
-    let cur = CURRENT.with(|c| c.borrow_mut().take());
-    drop(cur);
+    // own flows are cancelled on this thread as the tool drops. The jobs
+    // are popped here, not left to the worker's drop: the loop's
+    // `Stealer` (in `Core`, alive while any `RuntimeHandle` is) shares
+    // the worker's buffer, so dropping the worker alone keeps them.
+    if let Some(cur) = CURRENT.with(|c| c.borrow_mut().take()) {
+        while let Some(job) = cur.worker.pop() {
+            drop(job);
+        }
+    }
     drop(tool);
     publish(&core.loops[idx].counters, None);
 }
