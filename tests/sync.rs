@@ -912,28 +912,3 @@ fn the_same_object_twice_in_one_step_re_enters_or_is_refused_while_waiting() {
     tool.block_on(holder).unwrap();
     assert_eq!(m.counts(), (0, 0));
 }
-
-#[test]
-fn a_throttle_period_moves_to_a_waiters_loop_when_its_loop_goes() {
-    let t = Throttle::new(1, ms(100), None);
-    let mut tool_a = TestTool::new();
-    let mut tool_b = TestTool::new();
-    let mut a = AsyncSteps::new();
-    a.sync(&t, |_, ()| Ok(()));
-    let pa = a.promise::<()>(&mut tool_a);
-    tool_a.run_all_ready(); // admitted; the period timer runs on tool_a
-    tool_a.block_on(pa).unwrap();
-    let mut b = AsyncSteps::new();
-    b.sync(&t, |s, ()| s.success((1,)));
-    let pb = b.promise::<(i32,)>(&mut tool_b);
-    tool_b.run_all_ready();
-    assert_eq!(t.counts(), (1, 1));
-    drop(tool_a);
-    // The timer restarts on tool_b: b gets in one period later.
-    tool_b.run_all_ready();
-    tool_b.advance(ms(99));
-    assert!(!pb.is_done());
-    tool_b.advance(ms(1));
-    assert!(pb.is_done());
-    assert_eq!(tool_b.block_on(pb).unwrap(), (1,));
-}

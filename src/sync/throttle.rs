@@ -22,7 +22,7 @@ use std::time::Duration;
 /// by a timer on the loop of the flow that started it; the timer stops as
 /// soon as a period passes with no entry and no waiter, and starts again
 /// on demand. If that loop goes away while flows wait, the timer moves to
-/// the loop of the latest waiter. Unlike a [`Mutex`](super::Mutex), leaving the section frees
+/// a loop where a flow queued (the latest one whose loop still runs). Unlike a [`Mutex`](super::Mutex), leaving the section frees
 /// nothing: only time does. A flow that re-enters a throttle it is already
 /// inside passes straight through.
 ///
@@ -63,8 +63,9 @@ pub(crate) struct ThrottleCore {
     max: u32,
     /// Whether a period timer is scheduled (on some loop).
     arm: Arm,
-    /// A loop where a flow queued lately (see `PeriodTimer`).
-    spare: parking_lot::Mutex<Option<ToolHandle>>,
+    /// The loops where a flow queued since the timer last stopped, each
+    /// once, latest last (see `PeriodTimer`'s drop).
+    spares: parking_lot::Mutex<Vec<ToolHandle>>,
 }
 
 impl HoldCore for ThrottleCore {
@@ -81,9 +82,16 @@ impl HoldCore for ThrottleCore {
 
     fn entered(self: Arc<Self>, s: &mut Step<'_>, queued: bool) {
         if queued {
-            // Contended path only: remember a loop with a waiter, to move
-            // the timer there if its own loop goes away.
-            *self.spare.lock() = Some(s.tool().handle());
+            // Contended path only: remember the loops with waiters, to
+            // move the timer to one if its own loop goes away.
+            let here = &s.tool().shared;
+            let mut spares = self.spares.lock();
+            if let Some(i) = spares.iter().position(|h| Arc::ptr_eq(&h.shared, here)) {
+                let h = spares.remove(i);
+                spares.push(h);
+            } else {
+                spares.push(s.tool().handle());
+            }
         }
         if self.arm.on_entry() {
             PeriodTimer::schedule(self, s.tool());
@@ -110,8 +118,10 @@ impl super::in_place::Own for Throttle {
 }
 
 /// The period timer's callback. Dropped without firing (its loop shut
-/// down), it disarms and, if flows still wait, restarts the timer on the
-/// loop of the latest waiter (or else the next entry starts one).
+/// down), it disarms and, if flows still wait, restarts the timer on a
+/// loop where a flow queued, the latest first, skipping loops that have
+/// gone away too (see [`Restart`]); with none left, the next entry starts
+/// one.
 struct PeriodTimer {
     core: Option<Arc<ThrottleCore>>,
     /// The loop it is scheduled on.
@@ -135,6 +145,9 @@ impl PeriodTimer {
         }
         if core.arm.period_end(&core.gate) {
             PeriodTimer::schedule(core, sched);
+        } else {
+            // Idle: no waiter is left on any loop.
+            core.spares.lock().clear();
         }
     }
 }
@@ -146,13 +159,47 @@ impl Drop for PeriodTimer {
         if !core.gate.busy() {
             return;
         }
-        let spare = core.spare.lock().take();
-        if let Some(h) = spare.filter(|h| !Arc::ptr_eq(&h.shared, &self.home)) {
-            h.call(move |sched| {
+        let mut loops = std::mem::take(&mut *core.spares.lock());
+        loops.retain(|h| !Arc::ptr_eq(&h.shared, &self.home));
+        Restart {
+            core: Some(core),
+            loops,
+        }
+        .try_next();
+    }
+}
+
+/// Restarts a throttle's period timer on the last loop of `loops` that
+/// still runs. A call sent to a loop that has gone away is dropped unrun;
+/// this value's drop then tries the loop before it.
+struct Restart {
+    core: Option<Arc<ThrottleCore>>,
+    loops: Vec<ToolHandle>,
+}
+
+impl Restart {
+    fn try_next(mut self) {
+        let Some(h) = self.loops.pop() else { return };
+        h.call(move |sched| {
+            if let Some(core) = self.core.take() {
+                // The loops are remembered anew by the flows that queue.
+                self.loops.clear();
                 if core.arm.on_entry() {
                     PeriodTimer::schedule(core, sched);
                 }
-            });
+            }
+        });
+    }
+}
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        if self.core.is_some() && !self.loops.is_empty() {
+            Restart {
+                core: self.core.take(),
+                loops: std::mem::take(&mut self.loops),
+            }
+            .try_next();
         }
     }
 }
@@ -182,7 +229,7 @@ impl Throttle {
                 period,
                 max,
                 arm: Arm::new(),
-                spare: parking_lot::Mutex::new(None),
+                spares: parking_lot::Mutex::new(Vec::new()),
             }),
         }
     }
