@@ -63,8 +63,8 @@ pub(crate) struct ThrottleCore {
     max: u32,
     /// Whether a period timer is scheduled (on some loop).
     arm: Arm,
-    /// The loops where a flow queued since the timer last stopped, each
-    /// once, latest last (see `PeriodTimer`'s drop).
+    /// The loops where a flow queued, each once, latest last, less those
+    /// seen gone when a flow queues (see `PeriodTimer`'s drop).
     spares: parking_lot::Mutex<Vec<ToolHandle>>,
 }
 
@@ -86,6 +86,7 @@ impl HoldCore for ThrottleCore {
             // move the timer to one if its own loop goes away.
             let here = &s.tool().shared;
             let mut spares = self.spares.lock();
+            spares.retain(|h| !h.shared.is_closed());
             if let Some(i) = spares.iter().position(|h| Arc::ptr_eq(&h.shared, here)) {
                 let h = spares.remove(i);
                 spares.push(h);
@@ -145,9 +146,6 @@ impl PeriodTimer {
         }
         if core.arm.period_end(&core.gate) {
             PeriodTimer::schedule(core, sched);
-        } else {
-            // Idle: no waiter is left on any loop.
-            core.spares.lock().clear();
         }
     }
 }
@@ -159,8 +157,10 @@ impl Drop for PeriodTimer {
         if !core.gate.busy() {
             return;
         }
-        let mut loops = std::mem::take(&mut *core.spares.lock());
-        loops.retain(|h| !Arc::ptr_eq(&h.shared, &self.home));
+        let loops: Vec<ToolHandle> = (core.spares.lock().iter())
+            .filter(|h| !Arc::ptr_eq(&h.shared, &self.home))
+            .cloned()
+            .collect();
         Restart {
             core: Some(core),
             loops,
@@ -182,7 +182,6 @@ impl Restart {
         let Some(h) = self.loops.pop() else { return };
         h.call(move |sched| {
             if let Some(core) = self.core.take() {
-                // The loops are remembered anew by the flows that queue.
                 self.loops.clear();
                 if core.arm.on_entry() {
                     PeriodTimer::schedule(core, sched);

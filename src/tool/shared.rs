@@ -290,6 +290,12 @@ impl Shared {
             .prepare_sleep(how, || self.inbox.is_empty() && idle())
     }
 
+    /// The loop has gone (a hint from another thread: it may go just
+    /// after this says no; a message sent then is settled by its sender).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.hs.is_closed()
+    }
+
     /// True while the loop is (about to be) asleep: a hint for placement;
     /// a producer that must not miss a sleeper uses `wake_if_sleeping`
     /// after its fence instead.
