@@ -1,5 +1,6 @@
 //! Two panics at once in users' `Drop`s: two `stack()` values of one step,
-//! two success args, a cancel callback and a stack value of the same step.
+//! two success args, a cancel callback and a stack value of the same step,
+//! the items a `for_each` left when it ended early.
 //! Rust's drop glue aborts the process on a second panic while the first
 //! unwinds; the engine drops such values one at a time, so the flow ends
 //! with `InternalError` naming the first panic, every value is dropped,
@@ -158,5 +159,62 @@ fn state_values_whose_panic_payloads_panic() {
     assert!(r.is_ok(), "no panic leaves the loop");
     assert_eq!(drops.load(SeqCst), 3);
     drop(p);
+    loop_goes_on(&mut tool);
+}
+
+/// A `for_each` that breaks at its first item leaves two items whose
+/// `Drop`s panic: both are dropped, the flow ends with `InternalError`
+/// naming the first, and the loop goes on. (Dropped as one iterator, the
+/// second panic aborted the process.)
+#[test]
+fn for_each_leaves_two_panicking_items() {
+    let (drops, mut tool) = setup();
+    let mut root = AsyncSteps::new();
+    let d = drops.clone();
+    root.add(move |s, ()| {
+        let items = ["a", "b", "c"].map(|n| Boom(n, d.clone()));
+        s.for_each(items, |s, _, item| {
+            std::mem::forget(item);
+            s.break_loop()
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some("panic in a value dropped by the flow: drop of b")
+    );
+    assert_eq!(drops.load(SeqCst), 2);
+    loop_goes_on(&mut tool);
+}
+
+/// A `for_each` over pairs whose key and value both panic when dropped,
+/// timed out while its first iteration waits: every key and value left is
+/// dropped, one at a time.
+#[test]
+fn for_each_over_panicking_pairs_timed_out_while_waiting() {
+    let (drops, mut tool) = setup();
+    let mut root = AsyncSteps::new();
+    let d = drops.clone();
+    root.add(move |s, ()| {
+        let pairs = [1, 2].map(|_| (Boom("key", d.clone()), Boom("value", d.clone())));
+        s.for_each(futoin_asyncsteps::Pairs(pairs.into_iter()), |s, k, v| {
+            std::mem::forget((k, v));
+            s.set_timeout(Duration::from_millis(5));
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    tool.run_all();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some("panic in a value dropped by the flow: drop of key")
+    );
+    assert_eq!(drops.load(SeqCst), 2, "the second pair's key and value");
     loop_goes_on(&mut tool);
 }

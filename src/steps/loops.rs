@@ -2,8 +2,10 @@
 
 use crate::error::StepResult;
 use crate::steps::def::name_of;
+use crate::steps::drop_caught::{drop_caught, rethrow};
 use crate::steps::step::Step;
 use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Collections [`Step::for_each`] walks as `(key, value)` pairs: vectors
 /// and arrays (index, item), maps (key, value), and any iterator of pairs
@@ -238,11 +240,47 @@ impl<'a> Step<'a> {
         I: LoopItems,
         F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + 'static,
     {
-        let mut it = items.into_pairs();
+        let mut it = Rest(items.into_pairs());
         self.push_loop(
-            Box::new(move |s| it.next().map(|(k, v)| body(s, k, v))),
+            Box::new(move |s| it.0.next().map(|(k, v)| body(s, k, v))),
             label,
             name_of::<F>(),
         )
+    }
+}
+
+/// The items a `for_each` has not reached yet. When the loop ends early
+/// (break, error, cancel, timeout) they are dropped one at a time, key
+/// and value apart, each under `catch_unwind`: dropped as one iterator (or
+/// as one pair), a second panicking `Drop` would abort the process while
+/// the first unwinds. The first panic goes on once all are dropped, and
+/// the engine makes it the flow's `InternalError`, as for `stack()`
+/// values. A user iterator whose `next()` panics ends the draining there.
+struct Rest<K: 'static, V: 'static>(Box<dyn Iterator<Item = (K, V)>>);
+
+impl<K: 'static, V: 'static> Drop for Rest<K, V> {
+    fn drop(&mut self) {
+        let mut first = None;
+        loop {
+            match catch_unwind(AssertUnwindSafe(|| self.0.next())) {
+                Ok(Some((k, v))) => {
+                    drop_caught(k, &mut first);
+                    drop_caught(v, &mut first);
+                }
+                Ok(None) => break,
+                Err(p) => {
+                    // Kept like a panicking drop's payload: a later one
+                    // is leaked, as its own `Drop` may panic.
+                    match first {
+                        None => first = Some(p),
+                        Some(_) => std::mem::forget(p),
+                    }
+                    break;
+                }
+            }
+        }
+        let it = std::mem::replace(&mut self.0, Box::new(std::iter::empty()));
+        drop_caught(it, &mut first);
+        rethrow(first);
     }
 }
