@@ -22,7 +22,9 @@ use std::time::Duration;
 /// by a timer on the loop of the flow that started it; the timer stops as
 /// soon as a period passes with no entry and no waiter, and starts again
 /// on demand. If that loop goes away while flows wait, the timer moves to
-/// a loop where a flow queued (the latest one whose loop still runs). Unlike a [`Mutex`](super::Mutex), leaving the section frees
+/// a loop where a flow queued (the latest one whose loop still runs; that
+/// loop must keep being driven, as every loop with flows on it must).
+/// Unlike a [`Mutex`](super::Mutex), leaving the section frees
 /// nothing: only time does. A flow that re-enters a throttle it is already
 /// inside passes straight through.
 ///
@@ -64,7 +66,8 @@ pub(crate) struct ThrottleCore {
     /// Whether a period timer is scheduled (on some loop).
     arm: Arm,
     /// The loops where a flow queued, each once, latest last, less those
-    /// seen gone when a flow queues (see `PeriodTimer`'s drop).
+    /// seen gone when a flow queues or when the timer stops (see
+    /// `PeriodTimer`'s drop).
     spares: parking_lot::Mutex<Vec<ToolHandle>>,
 }
 
@@ -146,6 +149,13 @@ impl PeriodTimer {
         }
         if core.arm.period_end(&core.gate) {
             PeriodTimer::schedule(core, sched);
+        } else {
+            // Idle: let go of loops that have gone away, so a throttle
+            // that is never contended again does not keep them (their
+            // wakers and inboxes) alive. Live loops stay: a flow may be
+            // queueing on one right now (clearing the list could forget
+            // it).
+            core.spares.lock().retain(|h| !h.shared.is_closed());
         }
     }
 }
@@ -158,7 +168,7 @@ impl Drop for PeriodTimer {
             return;
         }
         let loops: Vec<ToolHandle> = (core.spares.lock().iter())
-            .filter(|h| !Arc::ptr_eq(&h.shared, &self.home))
+            .filter(|h| !Arc::ptr_eq(&h.shared, &self.home) && !h.shared.is_closed())
             .cloned()
             .collect();
         Restart {
@@ -279,5 +289,38 @@ impl ISync for Throttle {
             ));
         }
         enter(self.core.clone(), s, args, section, false)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{AsyncSteps, TestTool};
+
+    /// A flow queued on a loop that then went away; once the throttle goes
+    /// idle it no longer keeps that loop's handle (a long-lived throttle
+    /// kept one per short-lived loop, with its waker, for good).
+    #[test]
+    fn an_idle_throttle_lets_go_of_loops_that_went_away() {
+        let t = Throttle::new(1, Duration::from_millis(100), None);
+        let mut tool_a = TestTool::new();
+        let mut a = AsyncSteps::new();
+        a.sync(&t, |_, ()| Ok(()));
+        let pa = a.promise::<()>(&mut tool_a);
+        tool_a.run_all_ready();
+        tool_a.block_on(pa).unwrap();
+
+        let mut tool_b = TestTool::new();
+        let mut b = AsyncSteps::new();
+        b.sync(&t, |_, ()| Ok(()));
+        let _pb = b.promise::<()>(&mut tool_b);
+        tool_b.run_all_ready();
+        assert_eq!(t.counts(), (1, 1));
+        assert_eq!(t.core.spares.lock().len(), 1);
+        drop(tool_b); // its waiter leaves the queue
+
+        tool_a.advance(Duration::from_millis(100));
+        assert_eq!(t.counts(), (0, 0));
+        assert!(t.core.spares.lock().is_empty());
     }
 }
