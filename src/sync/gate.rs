@@ -348,8 +348,14 @@ impl Arm {
     }
 
     /// The scheduled timer is gone without firing (its loop shut down).
+    /// The fence pairs with the one in [`on_entry`](Self::on_entry), as
+    /// [`period_end`](Self::period_end)'s does: the caller's next
+    /// [`Gate::busy`] (an acquire load) then sees a flow that queued while
+    /// this side disarmed, or that flow's `on_entry` sees it disarmed and
+    /// schedules a timer itself.
     pub(crate) fn lost(&self) {
         self.armed.store(false, SeqCst);
+        fence(SeqCst);
     }
 }
 
