@@ -208,3 +208,66 @@ fn a_flow_queued_on_a_loop_and_never_started_is_canceled_at_shutdown() {
     );
     drop(h);
 }
+
+/// A value whose `Drop` panics, captured by a queued flow's step.
+#[derive(Clone)]
+struct Boom;
+impl Drop for Boom {
+    fn drop(&mut self) {
+        panic!("drop of a queued flow's value");
+    }
+}
+
+/// Flows queued on a loop and never started, two of them holding values
+/// whose `Drop`s panic: at shutdown every one of them is answered
+/// `Canceled` and the process goes on. (A panic while the loop dropped
+/// its queue left the flows behind it unanswered.)
+#[test]
+fn queued_flows_holding_panicking_values_are_all_canceled_at_shutdown() {
+    // Keep the expected panics off the output; others still print.
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"drop of a queued flow's value") {
+            default(info);
+        }
+    }));
+    let rt = one_loop().build().unwrap();
+    let h = rt.handle();
+    let (tx, rx) = mpsc::channel();
+    let h2 = h.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |_, ()| {
+        for i in 0..4u8 {
+            let mut child = AsyncSteps::new();
+            if i % 2 == 0 {
+                let b = Boom;
+                child.add(move |s, ()| {
+                    let _keep = &b;
+                    s.success((i,))
+                });
+            } else {
+                child.add(move |s, ()| s.success((i,)));
+            }
+            tx.send(h2.spawn::<(u8,)>(child)).unwrap();
+        }
+        while !h2.is_closed() {
+            thread::yield_now();
+        }
+        Ok(())
+    });
+    let parent = rt.spawn::<()>(root);
+    let children: Vec<_> = (0..4).map(|_| rx.recv().unwrap()).collect();
+    rt.shutdown();
+    let _ = parent.wait();
+    let got = within(10, move || {
+        children
+            .into_iter()
+            .map(|c| c.wait().map_err(|e| e.code().to_owned()))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(
+        got.expect("a child's promise was never answered"),
+        vec![Err(codes::CANCELED.to_owned()); 4]
+    );
+    drop(h);
+}

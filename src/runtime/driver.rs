@@ -98,6 +98,19 @@ impl Job {
     }
 }
 
+impl Job {
+    /// Drops a job that will never start: its waiter is answered first
+    /// (`Drop`), then its steps and state go. A panicking `Drop` among
+    /// those is caught here and its payload dropped (there is no flow
+    /// left to fail; the panic hook has already printed it), so the
+    /// caller goes on answering the other jobs.
+    pub(crate) fn discard(self) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(self))) {
+            crate::steps::drop_caught::drop_payload(p);
+        }
+    }
+}
+
 impl Drop for Job {
     fn drop(&mut self) {
         // Only a job that never started still has its waiter.
@@ -303,7 +316,7 @@ impl Core {
     pub(crate) fn drain_injector(&self) {
         for l in &self.loops {
             while let Some(job) = steal(|| l.queue.steal()) {
-                drop(job);
+                job.discard();
             }
         }
     }
@@ -397,14 +410,14 @@ pub(crate) fn thread_main(
         eprintln!("futoin-asyncsteps: loop {idx} stopped: {why}");
         core.loop_died(idx);
     }
-    // Flows that never started are answered (Job's Drop), then the loop's
+    // Flows that never started are answered (`Job::discard`), then the loop's
     // own flows are cancelled on this thread as the tool drops. The jobs
     // are popped here, not left to the worker's drop: the loop's
     // `Stealer` (in `Core`, alive while any `RuntimeHandle` is) shares
     // the worker's buffer, so dropping the worker alone keeps them.
     if let Some(cur) = CURRENT.with(|c| c.borrow_mut().take()) {
         while let Some(job) = cur.worker.pop() {
-            drop(job);
+            job.discard();
         }
     }
     drop(tool);
