@@ -452,3 +452,167 @@ fn release_io_is_refused_while_a_step_waits_on_the_source() {
     );
     assert_eq!(tool.stats().io, 0);
 }
+
+/// A `wait_io` refused after the step was marked waiting (here: another
+/// step already waits on the source) leaves the step as it was: a
+/// callback that ignores the error ends its step, which used to wait for
+/// good with nothing to wake it. (The outer timeout only fires on that
+/// failure.)
+#[test]
+fn an_ignored_wait_io_error_leaves_the_step_not_waiting() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, server) = pair();
+    let r = Recorder::default();
+    let r2 = r.clone();
+    let root = conn_flow(server, move |s, conn| {
+        s.set_timeout(Duration::from_secs(5));
+        let r = r2.clone();
+        s.parallel()
+            .add(move |s, ()| s.wait_io(conn, Interest::READABLE))
+            .add(move |s, ()| {
+                let e = s.wait_io(conn, Interest::READABLE).unwrap_err();
+                r.push(e.info().unwrap_or_default());
+                Ok(())
+            });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client.write_all(b"x").unwrap();
+    tool.block_on(p).unwrap();
+    assert_eq!(
+        r.get(),
+        ["wait_io(): another step already waits on this source"]
+    );
+    assert_eq!(tool.stats().io, 0);
+}
+
+/// A user source that panics when registered or deregistered.
+struct Touchy {
+    inner: TcpStream,
+    on_register: bool,
+    on_deregister: bool,
+}
+
+impl mio::event::Source for Touchy {
+    fn register(
+        &mut self,
+        r: &mio::Registry,
+        t: mio::Token,
+        i: mio::Interest,
+    ) -> std::io::Result<()> {
+        if self.on_register {
+            panic!("touchy register");
+        }
+        self.inner.register(r, t, i)
+    }
+    fn reregister(
+        &mut self,
+        r: &mio::Registry,
+        t: mio::Token,
+        i: mio::Interest,
+    ) -> std::io::Result<()> {
+        self.inner.reregister(r, t, i)
+    }
+    fn deregister(&mut self, r: &mio::Registry) -> std::io::Result<()> {
+        if self.on_deregister {
+            panic!("touchy deregister");
+        }
+        self.inner.deregister(r)
+    }
+}
+
+/// A source whose `register` panics fails its flow with `InternalError`
+/// and leaves no registration behind (its slot was kept, so the loop
+/// counted a source for good).
+#[test]
+fn a_panicking_register_leaves_no_registration() {
+    quiet_panics();
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, server) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let src = s.stack(Touchy {
+            inner: server.take()?,
+            on_register: true,
+            on_deregister: false,
+        });
+        s.wait_io(src, Interest::READABLE)
+    });
+    let p = root.promise::<()>(&mut tool);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::INTERNAL_ERROR,
+            Some("panic in step: touchy register")
+        )
+    );
+    assert_eq!(tool.stats().io, 0);
+}
+
+/// Two sources registered by one step, the first of which panics when
+/// deregistered: the second is deregistered all the same.
+#[test]
+fn a_panicking_deregister_does_not_keep_the_other_sources() {
+    quiet_panics();
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client_a, server_a) = pair();
+    let (mut client_b, server_b) = pair();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let a = s.stack(Touchy {
+            inner: server_a.take()?,
+            on_register: false,
+            on_deregister: true,
+        });
+        let b = s.stack(server_b.take()?);
+        s.add(move |s, ()| s.wait_io(a, Interest::READABLE));
+        s.add(move |s, (_,): (Ready,)| s.wait_io(b, Interest::READABLE));
+        s.add(|_, (_,): (Ready,)| Ok(()));
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client_a.write_all(b"a").unwrap();
+    client_b.write_all(b"b").unwrap();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(tool.stats().io, 0);
+}
+
+/// Keeps the `Touchy` panics off the output; others still print.
+fn quiet_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let touchy = info
+                .payload()
+                .downcast_ref::<&str>()
+                .is_some_and(|m| m.starts_with("touchy"));
+            if !touchy {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// A wait for priority data alone completes when the peer sends urgent
+/// (out-of-band) data; mio reports that as readable, which such a wait
+/// used to leave pending for good.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_priority_wait_completes_on_urgent_data() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (client, server) = pair();
+    let mut root = conn_flow(server, |s, conn| {
+        s.set_timeout(Duration::from_secs(5));
+        s.wait_io(conn, Interest::PRIORITY)
+    });
+    root.add(|s, (ready,): (Ready,)| s.success((ready.readable,)));
+    let p = root.promise::<(bool,)>(&mut tool);
+    socket2::SockRef::from(&client)
+        .send_out_of_band(b"!")
+        .unwrap();
+    assert_eq!(tool.block_on(p).unwrap(), (true,));
+    assert_eq!(tool.stats().io, 0);
+}

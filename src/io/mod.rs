@@ -52,6 +52,7 @@ pub(crate) mod reactor;
 
 use crate::args::{ArgValue, IntoArgs};
 use crate::error::{Error, StepResult};
+use crate::steps::frame::WAIT;
 use crate::steps::step::{StackRef, Step};
 use crate::tool::scheduler::IoKey;
 use crate::tool::shared::Msg;
@@ -228,6 +229,31 @@ impl Step<'_> {
         self.wait_io_as(source, interest, false, key)
     }
 
+    /// Registers `source` (or finds it registered) and makes this step its
+    /// waiter: the reactor key and how the wait began.
+    fn begin_io<S: mio::event::Source + 'static>(
+        &mut self,
+        source: StackRef<S>,
+        interest: Interest,
+        args: bool,
+        known: &mut Option<IoKey>,
+        seq: u32,
+    ) -> Result<(IoKey, Begin), Error> {
+        let reactor = self.sched.io.as_mut().expect("checked");
+        let key = match *known {
+            Some(k) if reactor.covers(k, interest) => k,
+            _ => self.lookup_source(source, interest)?,
+        };
+        *known = Some(key);
+        let reactor = self.sched.io.as_mut().expect("checked");
+        let begun = reactor
+            .begin(key, self.sid, seq, interest, args)
+            .map_err(|()| {
+                Error::internal("wait_io(): another step already waits on this source")
+            })?;
+        Ok((key, begun))
+    }
+
     /// [`wait_io`](Step::wait_io); with `args`, the step's result args are
     /// the [`Ready`]. `known`: see [`wait_ready_keyed`](Step::wait_ready_keyed).
     fn wait_io_as<S: mio::event::Source + 'static>(
@@ -267,19 +293,23 @@ impl Step<'_> {
             ));
         }
         let seq = here.seq;
+        let waited = here.flags & WAIT != 0;
         if !self.waiting_allowed("wait_io() is not allowed in an error handler") {
             return Ok(()); // the misuse fails the step
         }
-        let reactor = self.sched.io.as_mut().expect("checked");
-        let key = match *known {
-            Some(k) if reactor.covers(k, interest) => k,
-            _ => self.lookup_source(source, interest)?,
+        let begun = self.begin_io(source, interest, args, known, seq);
+        let (key, begun) = match begun {
+            Ok(b) => b,
+            Err(e) => {
+                // Nothing waits: the step is left as it was before this
+                // call, so an error the callback ignores cannot leave it
+                // waiting for good (it ends as the callback returns).
+                if !waited {
+                    self.flow.st(sid).frames[depth].flags &= !WAIT;
+                }
+                return Err(e);
+            }
         };
-        *known = Some(key);
-        let reactor = self.sched.io.as_mut().expect("checked");
-        let begun = reactor.begin(key, sid, seq, interest, args).map_err(|()| {
-            Error::internal("wait_io(): another step already waits on this source")
-        })?;
         if let Begin::Soon = begun {
             // Readiness came before this wait: complete it on the next
             // turn, if the step still waits then.

@@ -94,7 +94,7 @@ impl Bits {
     /// end).
     fn answers(self, i: mio::Interest) -> bool {
         let mut want = ERROR;
-        if i.is_readable() {
+        if reads(i) {
             want |= READABLE | READ_CLOSED;
         }
         if i.is_writable() {
@@ -104,10 +104,17 @@ impl Bits {
     }
 }
 
+/// Whether `i` waits for what mio reports as readable: readable data,
+/// or priority data (`Interest::PRIORITY`, which mio's events report as
+/// readable).
+fn reads(i: mio::Interest) -> bool {
+    i.is_readable() || i.is_priority()
+}
+
 /// The edge bits of `i`: `READABLE` and/or `WRITABLE`.
 fn edges(i: mio::Interest) -> u8 {
     let mut e = 0;
-    if i.is_readable() {
+    if reads(i) {
         e |= READABLE;
     }
     if i.is_writable() {
@@ -217,11 +224,21 @@ impl Reactor {
             drained: 0,
             passing: 0,
         });
-        if let Err(e) = self.registry.register(src, token(k), interest) {
-            self.regs.remove(k);
-            return Err(e);
+        // A user source's `register` may panic: the slot must not stay.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.registry.register(src, token(k), interest)
+        }));
+        match r {
+            Ok(Ok(())) => Ok(k),
+            Ok(Err(e)) => {
+                self.regs.remove(k);
+                Err(e)
+            }
+            Err(p) => {
+                self.regs.remove(k);
+                std::panic::resume_unwind(p)
+            }
         }
-        Ok(k)
     }
 
     /// True when `k` is still registered (its owner has not ended).

@@ -21,11 +21,26 @@ pub(crate) type Payload = Box<dyn Any + Send>;
 /// panic too.
 #[inline]
 pub(crate) fn drop_caught<T>(v: T, first: &mut Option<Payload>) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(v))) {
-        match first {
-            None => *first = Some(p),
-            Some(_) => std::mem::forget(p),
-        }
+    call_caught(move || drop(v), first);
+}
+
+/// Runs `f` (user code that may panic), catching a panic: the first
+/// payload caught is kept in `first`, a later one is leaked (its own
+/// `Drop` may panic too).
+#[inline]
+pub(crate) fn call_caught(f: impl FnOnce(), first: &mut Option<Payload>) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        keep_first(p, first);
+    }
+}
+
+/// Keeps `p` in `first` if it is the first payload caught; leaks it
+/// otherwise.
+#[inline]
+pub(crate) fn keep_first(p: Payload, first: &mut Option<Payload>) {
+    match first {
+        None => *first = Some(p),
+        Some(_) => std::mem::forget(p),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::error::StepResult;
 use crate::steps::def::name_of;
-use crate::steps::drop_caught::{drop_caught, rethrow};
+use crate::steps::drop_caught::{drop_caught, keep_first, rethrow};
 use crate::steps::step::Step;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -269,12 +269,7 @@ impl<K: 'static, V: 'static> Drop for Rest<K, V> {
                 }
                 Ok(None) => break,
                 Err(p) => {
-                    // Kept like a panicking drop's payload: a later one
-                    // is leaked, as its own `Drop` may panic.
-                    match first {
-                        None => first = Some(p),
-                        Some(_) => std::mem::forget(p),
-                    }
+                    keep_first(p, &mut first);
                     break;
                 }
             }

@@ -6,6 +6,7 @@
 use super::{panic_error, Flow, FlowPanic};
 use crate::args::Args;
 use crate::error::Error;
+use crate::steps::drop_caught::{call_caught, rethrow};
 use crate::steps::frame::{Act, Frame, Queued, Strand};
 use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -79,13 +80,18 @@ impl Flow {
                 io.end_wait(w.key, w.strand, w.seq);
             }
             // Sources this frame owns: deregister them while they live.
+            // Each on its own: a user source whose `deregister` panics
+            // must not leave the others registered (the first panic goes
+            // on afterwards and fails the flow).
             if !rare.sources.is_empty() {
+                let mut first = None;
                 for r in std::mem::take(&mut rare.sources) {
                     match x.stack.get_mut(r.idx as usize) {
-                        Some(v) => (r.deregister)(&mut **v, io, r.key),
+                        Some(v) => call_caught(|| (r.deregister)(&mut **v, io, r.key), &mut first),
                         None => io.forget(r.key),
                     }
                 }
+                rethrow(first);
             }
         }
         if cancel {
