@@ -184,7 +184,12 @@ impl Step<'_> {
     /// told apart at all: then call [`release_io`](Step::release_io)
     /// before replacing, or the next wait may never see an event. An old
     /// socket moved out to be used elsewhere needs `release_io` first, as
-    /// always.
+    /// always. A source replaced while a step waits on it (from a parallel
+    /// branch, or by the waiting step itself after its `wait_io`) leaves
+    /// that wait with nothing to answer it: closing the old socket took it
+    /// out of the OS's poll set, and nothing tells the engine. Replace a
+    /// source only when no step waits on it, or give the wait a
+    /// [`set_timeout`](Step::set_timeout).
     ///
     /// Errors (`InternalError`, the step fails): on a loop without a
     /// reactor (a [`TestTool`](crate::TestTool)); in an error handler; a
