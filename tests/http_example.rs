@@ -3,7 +3,8 @@
 //! Content-Length, no whitespace before a colon, no Transfer-Encoding,
 //! no bare CR or LF, a bare LF refused before the head is complete), one
 //! `Host` (none only in HTTP/1.0), the `Connection` token list, the 64
-//! KiB head limit whether or not the head is complete, input arriving in
+//! KiB head limit whether or not the head is complete, `100 Continue` for
+//! a client that expects it, no body in a refusal of `HEAD`, input arriving in
 //! pieces (answered as if it came whole, each byte looked at a bounded
 //! number of times), and, on real loopback sockets, the close after a
 //! refusal: the client reads the whole answer and then the end of the
@@ -634,4 +635,64 @@ fn a_close_the_client_asked_for_does_not_linger() {
     let mut got = String::new();
     client.read_to_string(&mut got).unwrap();
     assert_eq!(got, OK_CLOSE);
+}
+
+// -- Expect: 100-continue (RFC 9110 §10.1.1) --
+
+const CONTINUE: &str = "HTTP/1.1 100 Continue\r\n\r\n";
+
+#[test]
+fn a_client_expecting_100_continue_gets_it_before_sending_the_body() {
+    let head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+    let f = feed([&head[..], b"hello"]);
+    assert!(!f.close);
+    assert_eq!(f.text, format!("{CONTINUE}{NOT_FOUND}"));
+    assert!(f.left.is_empty());
+    // Arriving a byte at a time, the interim answer is still sent once.
+    let mut whole = head.to_vec();
+    whole.extend_from_slice(b"hello");
+    let f = feed(whole.chunks(1));
+    assert_eq!(f.text, format!("{CONTINUE}{NOT_FOUND}"));
+}
+
+#[test]
+fn a_100_continue_keeps_its_place_after_earlier_answers() {
+    let head = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+        POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nexpect:  100-Continue \r\n\r\n";
+    let f = feed([&head[..], b"ok", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"]);
+    assert_eq!(f.text, format!("{OK}{CONTINUE}{NOT_FOUND}{OK}"));
+}
+
+#[test]
+fn no_100_continue_when_it_is_not_needed() {
+    for req in [
+        // The body came with the head.
+        &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nok"[..],
+        // No body.
+        b"GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n",
+        // HTTP/1.0 clients' expectations are ignored.
+        b"POST / HTTP/1.0\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
+        // Another expectation.
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: something\r\n\r\n",
+    ] {
+        let (_, text, _) = answer_leaving(req);
+        assert!(
+            !text.contains("100 Continue"),
+            "{}",
+            String::from_utf8_lossy(req)
+        );
+    }
+}
+
+#[test]
+fn a_refused_head_request_gets_no_body() {
+    let req = b"HEAD / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let (close, text) = answer(req);
+    assert!(close);
+    assert_eq!(
+        text,
+        NOT_IMPLEMENTED
+            .strip_suffix("no transfer codings\n")
+            .unwrap()
+    );
 }

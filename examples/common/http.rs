@@ -14,6 +14,11 @@
 //! as it arrives, without waiting for the rest of a head that a client
 //! ending its lines with LF alone would never complete.
 //!
+//! An HTTP/1.1 request that expects `100-continue` and whose body did not
+//! come with its head gets `100 Continue` at once, in its place among the
+//! answers. A refusal of a `HEAD` request has no body, as its answer would
+//! not.
+//!
 //! A connection's [`Parser`] looks at its input once however it arrives:
 //! the scan for the end of a head resumes where it stopped, and a head is
 //! parsed once, however many reads its body takes.
@@ -62,6 +67,9 @@ struct Request {
     body_len: u64,
     /// The connection stays open after the answer.
     keep_alive: bool,
+    /// An HTTP/1.1 client waits for `100 Continue` before it sends the
+    /// body (`Expect: 100-continue`, RFC 9110 §10.1.1).
+    expect_continue: bool,
 }
 
 /// One connection's request parser. Between calls of [`Parser::answer`]
@@ -108,11 +116,13 @@ impl Parser {
                     if rest.is_empty() {
                         break false;
                     }
+                    // A refusal of a HEAD request has no body either.
+                    let head_only = rest.starts_with(b"HEAD ");
                     let end = match self.head_end(rest) {
                         Ok(Some(end)) => end,
                         Ok(None) => break false, // wait for the rest of the head
                         Err(refusal) => {
-                            refuse(out, refusal);
+                            refuse(out, refusal, head_only);
                             break true;
                         }
                     };
@@ -120,15 +130,22 @@ impl Parser {
                     let req = match parse(&rest[..end]) {
                         Ok(req) => req,
                         Err(refusal) => {
-                            refuse(out, refusal);
+                            refuse(out, refusal, head_only);
                             break true;
                         }
                     };
                     if req.body_len > MAX_BODY as u64 {
-                        refuse(out, TOO_LARGE);
+                        refuse(out, TOO_LARGE, head_only);
                         break true;
                     }
-                    (end + 4 + req.body_len as usize, req)
+                    let total = end + 4 + req.body_len as usize;
+                    if req.expect_continue && buf.len() - at < total {
+                        // Its client waits for this before the body (once:
+                        // the head is parsed once). Its place in `out`
+                        // keeps the answers in order.
+                        out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                    }
+                    (total, req)
                 }
             };
             if buf.len() - at < total {
@@ -224,6 +241,7 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
         return Err(BAD_REQUEST);
     }
     let (mut length, mut close, mut keep, mut host) = (None, false, false, false);
+    let mut expect_continue = false;
     for line in lines {
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             return Err(BAD_REQUEST);
@@ -251,6 +269,9 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
             }
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             return Err(NO_CODINGS);
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            // HTTP/1.0 clients' expectations are ignored (RFC 9110 §10.1.1).
+            expect_continue |= !http_1_0 && trim(value).eq_ignore_ascii_case(b"100-continue");
         } else if name.eq_ignore_ascii_case(b"connection") {
             for option in value.split(|&b| b == b',').map(trim) {
                 close |= option.eq_ignore_ascii_case(b"close");
@@ -268,6 +289,7 @@ fn parse(head: &[u8]) -> Result<Request, Refusal> {
         head_only,
         body_len: length.unwrap_or(0),
         keep_alive: !close && (keep || !http_1_0),
+        expect_continue: expect_continue && length.is_some_and(|n| n > 0),
     })
 }
 
@@ -321,9 +343,10 @@ fn decimal(s: &[u8]) -> Option<u64> {
     })
 }
 
-/// Appends the answer of a refusal, which closes the connection.
-fn refuse(out: &mut Vec<u8>, (status, body): Refusal) {
-    respond(out, status, body, false, true);
+/// Appends the answer of a refusal, which closes the connection (without
+/// its body for a HEAD request).
+fn refuse(out: &mut Vec<u8>, (status, body): Refusal, head_only: bool) {
+    respond(out, status, body, head_only, true);
 }
 
 /// Appends an answer with `body` (only its length when `head_only`).
