@@ -60,6 +60,23 @@ fn loop_goes_on(tool: &mut TestTool) {
     assert_eq!(tool.block_on(p).unwrap(), (1,));
 }
 
+/// The flow of `p` ended with `InternalError` naming the drop of `first`,
+/// `drops` values were dropped, and the loop goes on.
+fn ends_with_drop_panic(
+    tool: &mut TestTool,
+    p: futoin_asyncsteps::Promise<()>,
+    drops: &AtomicUsize,
+    first: &str,
+    n: usize,
+) {
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    let want = format!("panic in a value dropped by the flow: drop of {first}");
+    assert_eq!(e.info(), Some(want.as_str()));
+    assert_eq!(drops.load(SeqCst), n);
+    loop_goes_on(tool);
+}
+
 #[test]
 fn two_panicking_stack_values() {
     let (drops, mut tool) = setup();
@@ -71,15 +88,8 @@ fn two_panicking_stack_values() {
         Ok(())
     });
     let p = root.promise::<()>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
-    assert_eq!(e.code(), codes::INTERNAL_ERROR);
-    assert_eq!(
-        e.info(),
-        Some("panic in a value dropped by the flow: drop of a"),
-        "in order: a first"
-    );
-    assert_eq!(drops.load(SeqCst), 2);
-    loop_goes_on(&mut tool);
+    // In order: a first.
+    ends_with_drop_panic(&mut tool, p, &drops, "a", 2);
 }
 
 #[test]
@@ -180,14 +190,7 @@ fn for_each_leaves_two_panicking_items() {
         Ok(())
     });
     let p = root.promise::<()>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
-    assert_eq!(e.code(), codes::INTERNAL_ERROR);
-    assert_eq!(
-        e.info(),
-        Some("panic in a value dropped by the flow: drop of b")
-    );
-    assert_eq!(drops.load(SeqCst), 2);
-    loop_goes_on(&mut tool);
+    ends_with_drop_panic(&mut tool, p, &drops, "b", 2);
 }
 
 /// A `for_each` over pairs whose key and value both panic when dropped,
@@ -209,12 +212,6 @@ fn for_each_over_panicking_pairs_timed_out_while_waiting() {
     });
     let p = root.promise::<()>(&mut tool);
     tool.run_all();
-    let e = tool.block_on(p).unwrap_err();
-    assert_eq!(e.code(), codes::INTERNAL_ERROR);
-    assert_eq!(
-        e.info(),
-        Some("panic in a value dropped by the flow: drop of key")
-    );
-    assert_eq!(drops.load(SeqCst), 2, "the second pair's key and value");
-    loop_goes_on(&mut tool);
+    // The second pair's key and value.
+    ends_with_drop_panic(&mut tool, p, &drops, "key", 2);
 }
