@@ -1328,3 +1328,33 @@ fn a_refused_parallel_adds_no_branch_to_another_levels_parallel() {
         ["handler: InternalError", "own branch"]
     );
 }
+
+/// A `StackRef` made by a flow on another loop is refused, even when that
+/// flow has the same key on its loop as this one (the first flow of two
+/// fresh loops does) and this flow's step holds a value of the same type
+/// in the same place: it used to read this flow's own value.
+#[test]
+fn a_stack_ref_from_a_flow_on_another_loop_is_refused() {
+    let slot: Arc<Mutex<Option<futoin_asyncsteps::StackRef<i32>>>> = Arc::default();
+    let mut ta = TestTool::new();
+    let mut a = AsyncSteps::new();
+    let s2 = slot.clone();
+    a.add(move |s, ()| {
+        *s2.lock().unwrap() = Some(s.stack(1i32));
+        Ok(())
+    });
+    let pa = a.promise::<()>(&mut ta);
+    ta.block_on(pa).unwrap();
+
+    let mut tb = TestTool::new();
+    let mut b = AsyncSteps::new();
+    b.add(move |s, ()| {
+        let _mine = s.stack(2i32);
+        let theirs = slot.lock().unwrap().expect("made on loop a");
+        let v = *s.stack_get(theirs)?;
+        s.success((v,))
+    });
+    let pb = b.promise::<(i32,)>(&mut tb);
+    let e = tb.block_on(pb).unwrap_err();
+    assert_internal(&e, "stack_get(): the reference belongs to another flow");
+}

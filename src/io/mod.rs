@@ -274,7 +274,7 @@ impl Step<'_> {
                  run the flow on an AsyncTool or a Runtime",
             ));
         }
-        if source.flow != self.flow.key {
+        if !self.owns(&source) {
             return Err(Error::internal(
                 "wait_io(): the source belongs to another flow",
             ));
@@ -452,7 +452,7 @@ impl Step<'_> {
         &mut self,
         source: StackRef<S>,
     ) -> StepResult {
-        if source.flow != self.flow.key {
+        if !self.owns(&source) {
             return Ok(());
         }
         let Some(reactor) = self.sched.io.as_mut() else {
@@ -489,7 +489,7 @@ impl Step<'_> {
 impl Step<'_> {
     /// The reactor key of `source`, once a wait has registered it.
     fn io_key_of<S: 'static>(&mut self, source: StackRef<S>) -> Option<IoKey> {
-        if source.flow != self.flow.key {
+        if !self.owns(&source) {
             return None;
         }
         let owner = self

@@ -87,6 +87,9 @@ pub(crate) struct Pending {
 /// A typed reference to a value allocated with [`Step::stack`]; valid while
 /// that step runs (including its sub-steps), `Copy`, usable in sub-steps.
 pub struct StackRef<T> {
+    /// The loop of the flow (`Shared::id`, never reused): flow keys are
+    /// only unique within one loop.
+    pub(crate) tool: u64,
     pub(crate) flow: crate::tool::scheduler::FlowKey,
     pub(crate) seq: u32,
     pub(crate) idx: u32,
@@ -631,6 +634,7 @@ impl<'a> Step<'a> {
             .extra_of(&mut self.sched.extras, self.sid, self.depth);
         x.stack.push(Box::new(value));
         StackRef {
+            tool: self.sched.shared.id,
             flow,
             seq,
             idx: (x.stack.len() - 1) as u32,
@@ -638,10 +642,16 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// Whether `r` was made by this flow (on this loop): only then can
+    /// its frame be looked up here.
+    pub(crate) fn owns<T>(&self, r: &StackRef<T>) -> bool {
+        r.flow == self.flow.key && r.tool == self.sched.shared.id
+    }
+
     /// The value behind a [`StackRef`]; `InternalError` when its step has
     /// ended or the reference is not from this flow's ancestry.
     pub fn stack_get<T: 'static>(&mut self, r: StackRef<T>) -> Result<&mut T, Error> {
-        if r.flow != self.flow.key {
+        if !self.owns(&r) {
             return Err(Error::internal(
                 "stack_get(): the reference belongs to another flow",
             ));
