@@ -271,3 +271,35 @@ fn queued_flows_holding_panicking_values_are_all_canceled_at_shutdown() {
     );
     drop(h);
 }
+
+/// `AsyncTool::block_on`, on a runtime's loop thread, of a flow spawned on
+/// that runtime and not started yet: the flow is queued on this very loop,
+/// which cannot start it while blocked, so the call fails at once (as
+/// `Promise::wait` does) instead of parking for good.
+#[test]
+fn block_on_of_a_queued_runtime_flow_from_its_loop_thread_fails_at_once() {
+    let rt = one_loop().build().unwrap();
+    let h = rt.handle();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let mut child = AsyncSteps::new();
+        child.add(|s, ()| s.success((1u8,)));
+        let p = h.spawn::<(u8,)>(child);
+        let mut tool = AsyncTool::new().map_err(|e| Error::internal(e.to_string()))?;
+        let e = tool.block_on(p).unwrap_err();
+        s.success((e.to_string(),))
+    });
+    let p = rt.spawn::<(String,)>(root);
+    let Some(got) = within(10, move || p.wait()) else {
+        // The loop thread is stuck for good: dropping the runtime would
+        // wait for it.
+        std::mem::forget(rt);
+        panic!("block_on never returned");
+    };
+    assert_eq!(
+        got.unwrap().0,
+        "InternalError: block_on(): the flow runs (or is queued to run) on another loop \
+         of this thread, which this call does not drive; block on that loop, or await the \
+         promise in a step (s.await_future)"
+    );
+}

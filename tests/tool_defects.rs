@@ -277,8 +277,9 @@ fn test_tool_block_on_a_flow_of_another_loop_of_this_thread_fails_at_once() {
     assert_eq!(
         e.info(),
         Some(
-            "block_on(): the flow runs on another loop of this thread, which this call \
-             does not drive; block on that loop instead"
+            "block_on(): the flow runs (or is queued to run) on another loop of this \
+             thread, which this call does not drive; block on that loop, or await the \
+             promise in a step (s.await_future)"
         )
     );
     assert!(!ran.get());

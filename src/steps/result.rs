@@ -380,7 +380,11 @@ impl<T: FromArgs> Promise<T> {
 
     /// True when the flow is not done and runs (or is to run) on a loop of
     /// the calling thread other than `own`: a thread drives one loop at a
-    /// time, so blocking on it from `own` would never return.
+    /// time, so blocking on it from `own` would never return. A runtime
+    /// flow that no loop has started yet counts as such when the calling
+    /// thread is one of that runtime's loops (it may be queued on this
+    /// very loop, which cannot start it while blocked), as for
+    /// [`wait`](Self::wait).
     pub(crate) fn stuck_behind(&self, own: &Arc<crate::tool::shared::Shared>) -> bool {
         let home = self
             .comp
@@ -388,7 +392,12 @@ impl<T: FromArgs> Promise<T> {
             .get()
             .map(|h| &h.0)
             .or(self.comp.target.as_ref());
-        home.is_some_and(|h| !Arc::ptr_eq(h, own) && h.is_same_thread()) && !self.is_done()
+        let stuck = match home {
+            Some(h) => !Arc::ptr_eq(h, own) && h.is_same_thread(),
+            None => (self.comp.runtime)
+                .is_some_and(|id| crate::runtime::driver_current_loop(id).is_some()),
+        };
+        stuck && !self.is_done()
     }
 
     /// True once the flow has ended.

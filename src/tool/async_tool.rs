@@ -252,8 +252,9 @@ impl AsyncTool {
     pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
         if p.stuck_behind(&self.sched.shared) {
             return Err(Error::internal(
-                "block_on(): the flow runs on another loop of this thread, which \
-                 this call does not drive; block on that loop instead",
+                "block_on(): the flow runs (or is queued to run) on another loop of \
+                 this thread, which this call does not drive; block on that loop, or \
+                 await the promise in a step (s.await_future)",
             ));
         }
         let waker = Waker::from(Arc::new(LoopWake(self.sched.shared.clone())));
