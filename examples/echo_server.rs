@@ -8,7 +8,12 @@
 //! cargo run --release --example echo_server 0.0.0.0:9000
 //! cargo run --release --example echo_server -- --reuseport
 //! cargo run --release --example echo_server -- --no-pin  # loops not pinned to cores
+//! cargo run --release --example echo_server -- --idle-timeout=60
 //! ```
+//!
+//! `--idle-timeout=SECS` closes a connection whose client sends nothing,
+//! or reads nothing of a blocked reply, for that long (see
+//! `http_server`); off by default.
 //!
 //! Ctrl-C (SIGINT) or SIGTERM stops it cleanly: a flow waiting on the
 //! signals (a mio source, like a socket) cancels the acceptor, the runtime
@@ -35,12 +40,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .parse()?;
     let spread = Spread::from_args();
     let rt = serve::runtime_from_args()?;
+    let idle = serve::idle_from_args().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
     let served = Arc::new(AtomicU64::new(0));
     let signals = Signals::new([SIGINT, SIGTERM])?;
     let stop = rt.spawn::<(i32,)>(serve::until_signal(signals));
     let served2 = served.clone();
     let (addr, accepting) = serve::listen(&rt, addr, spread, move |conn| {
-        echo::connection(conn, served2.clone())
+        echo::connection_idle(conn, served2.clone(), idle)
     })?;
     println!(
         "echo server on {addr} with {} loops ({spread:?}); Ctrl-C to stop",

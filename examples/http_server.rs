@@ -9,6 +9,7 @@
 //! cargo run --release --example http_server            # 127.0.0.1:8080
 //! cargo run --release --example http_server -- --reuseport
 //! cargo run --release --example http_server -- --no-pin  # loops not pinned to cores
+//! cargo run --release --example http_server -- --idle-timeout=60
 //! curl -i http://127.0.0.1:8080/
 //! wrk -t2 -c100 -d10s http://127.0.0.1:8080/
 //! ```
@@ -30,6 +31,13 @@
 //! `Connection: close` anywhere in the header's list closes after the
 //! answer; an HTTP/1.0 request keeps the connection when the list has
 //! `keep-alive`.
+//!
+//! `--idle-timeout=SECS` lets go of a client that sends nothing (no
+//! request, or not the rest of one) or reads nothing of a blocked answer
+//! for that long (`net::ServeOptions::idle_timeout`); without it, such a
+//! client holds its connection for good. Each wait then has a timer of its
+//! own (about 700 instructions a request), so it is off by default, as in
+//! the benchmarks, whose tokio peers have no limit either.
 
 #[path = "common/http.rs"]
 mod http;
@@ -50,7 +58,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spread = Spread::from_args();
     let rt = serve::runtime_from_args()?;
     let stop = rt.spawn::<(i32,)>(serve::until_signal(Signals::new([SIGINT, SIGTERM])?));
-    let (addr, accepting) = serve::listen(&rt, addr, spread, http::connection)?;
+    let idle = serve::idle_from_args().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let (addr, accepting) =
+        serve::listen(&rt, addr, spread, move |c| http::connection_idle(c, idle))?;
     println!(
         "http server on http://{addr} with {} loops ({spread:?}); Ctrl-C to stop",
         rt.loops()

@@ -696,3 +696,23 @@ fn a_refused_head_request_gets_no_body() {
             .unwrap()
     );
 }
+
+/// With an idle limit, a client that sends half a head and then nothing
+/// is let go quietly: the flow ends without an error, the client reads the
+/// end of the stream, and nothing is left on the loop. (Without a limit it
+/// held the connection for good.)
+#[test]
+fn an_idle_client_is_let_go_with_an_idle_limit() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = tcp::pair();
+    client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let idle = Some(Duration::from_millis(100));
+    let p = http::connection_idle(conn.take().unwrap(), idle).promise::<()>(&mut tool);
+    run_within(&mut tool, &p, Duration::from_secs(30));
+    tool.block_on(p).unwrap();
+    let mut got = String::new();
+    client.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "");
+    let st = tool.stats();
+    assert_eq!((st.io, st.flows, st.timers), (0, 0, 0), "{st:?}");
+}

@@ -238,3 +238,64 @@ fn a_passing_socket_error_answers_one_wait_only() {
     assert_eq!(e.code(), codes::TIMEOUT, "{e:?}");
     assert_clean(&tool);
 }
+
+/// An echo served with an idle limit.
+fn idle_echo(idle: Duration) -> net::ServeOptions {
+    net::ServeOptions {
+        idle_timeout: Some(idle),
+        ..net::ServeOptions::default()
+    }
+}
+
+/// A peer that keeps talking is not cut off, however long it talks: the
+/// limit is on each wait, not on the connection. (Real time: the client
+/// paces six messages over three times the limit's half; the bound is
+/// generous.)
+#[test]
+fn an_idle_limit_lets_a_talking_peer_go_on() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream_with(s, c, idle_echo(Duration::from_secs(2)), |input, output| {
+            output.append(input);
+            Ok(net::Then::Read)
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    let talker = std::thread::spawn(move || {
+        let mut buf = [0u8; 2];
+        for _ in 0..6 {
+            std::thread::sleep(Duration::from_millis(600));
+            client.write_all(b"hi").unwrap();
+            client.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf, b"hi");
+        }
+        // Closing ends the server's step as a success.
+    });
+    tool.block_on(p).unwrap();
+    talker.join().unwrap();
+    assert_clean(&tool);
+}
+
+/// A peer that stops reading its replies: once the socket takes no more,
+/// the write waits at most the limit, then the step fails with `Timeout`.
+#[test]
+fn an_idle_limit_cuts_off_a_peer_that_does_not_read() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, |s, c| {
+        let opts = idle_echo(Duration::from_millis(100));
+        net::serve_stream_with(s, c, opts, |input, output| {
+            input.clear();
+            output.resize(64 << 20, b'x'); // far more than socket buffers hold
+            Ok(net::Then::Read)
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    client.write_all(b"go").unwrap();
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(e.code(), codes::TIMEOUT);
+    assert_clean(&tool);
+}

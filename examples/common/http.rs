@@ -24,7 +24,7 @@
 //! parsed once, however many reads its body takes.
 
 use futoin_asyncsteps::io::mio::net::TcpStream;
-use futoin_asyncsteps::io::net::{self, Then};
+use futoin_asyncsteps::io::net::{self, ServeOptions, Then};
 use futoin_asyncsteps::io::Interest;
 use futoin_asyncsteps::{codes, AsyncSteps, StackRef, Step, TakeOnce};
 use std::cell::Cell;
@@ -381,7 +381,15 @@ fn respond(out: &mut Vec<u8>, status: &str, body: &[u8], head_only: bool, close:
 /// the responses, read more (one step per request: `serve_stream`). When
 /// it closes with input unanswered (a refusal, or requests after one
 /// that closes), it closes in stages ([`linger`]).
+#[allow(dead_code)] // the server itself passes its idle limit
 pub fn connection(conn: TcpStream) -> AsyncSteps {
+    connection_idle(conn, None)
+}
+
+/// [`connection`], closed quietly when the client sends nothing (no
+/// request, or not the rest of one) or reads nothing of a blocked answer
+/// for `idle`.
+pub fn connection_idle(conn: TcpStream, idle: Option<Duration>) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
     root.add_catch(
@@ -391,7 +399,11 @@ pub fn connection(conn: TcpStream) -> AsyncSteps {
             let unanswered = Rc::new(Cell::new(false));
             let closing_with = unanswered.clone();
             let mut parser = Parser::default();
-            net::serve_stream(s, c, 16 * 1024, move |input, output| {
+            let opts = ServeOptions {
+                idle_timeout: idle,
+                ..ServeOptions::default()
+            };
+            net::serve_stream_with(s, c, opts, move |input, output| {
                 Ok(if parser.answer(input, output) {
                     closing_with.set(!input.is_empty());
                     Then::Close
@@ -407,7 +419,7 @@ pub fn connection(conn: TcpStream) -> AsyncSteps {
             });
             Ok(())
         },
-        crate::serve::end_quietly_on_comm_error,
+        crate::serve::end_quietly_on_peer_error,
     );
     root
 }

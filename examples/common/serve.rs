@@ -11,6 +11,7 @@ use futoin_asyncsteps::{AsyncSteps, Promise, Runtime, RuntimeHandle, Step, TakeO
 use signal_hook::consts::SIGINT;
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// How a server spreads its connections over the loops.
 ///
@@ -167,15 +168,37 @@ pub fn accept_loop(
 }
 
 /// Error handler for a connection's flow: a peer that resets or breaks
-/// the connection ends that flow quietly; anything else goes on.
-pub fn end_quietly_on_comm_error(
+/// the connection, or stays idle past the server's limit (`Timeout`), ends
+/// that flow quietly; anything else goes on.
+pub fn end_quietly_on_peer_error(
     s: &mut futoin_asyncsteps::Step<'_>,
     e: &futoin_asyncsteps::Error,
 ) -> futoin_asyncsteps::StepResult {
-    if e.code() == futoin_asyncsteps::codes::COMM_ERROR {
+    use futoin_asyncsteps::codes;
+    if e.code() == codes::COMM_ERROR || e.code() == codes::TIMEOUT {
         s.success(())
     } else {
         Ok(())
+    }
+}
+
+/// The idle limit of a served connection: `--idle-timeout=SECS` on the
+/// command line (fractions allowed); none without it. A client that sends nothing, or stops reading its replies,
+/// for that long is let go; without a limit it holds its connection (a
+/// socket, its buffers) for good. Each wait then has a timer, which the
+/// benchmarks leave out as their tokio peers have no limit either.
+pub fn idle_from_args() -> Result<Option<Duration>, String> {
+    let value = std::env::args().find_map(|a| a.strip_prefix("--idle-timeout=").map(str::to_owned));
+    match value {
+        None => Ok(None),
+        Some(v) => match v.parse::<f64>() {
+            Ok(secs) if secs > 0.0 && secs.is_finite() && secs <= 86_400.0 => {
+                Ok(Some(Duration::from_secs_f64(secs)))
+            }
+            _ => Err(format!(
+                "--idle-timeout wants seconds, more than 0 and at most 86400; got {v:?}"
+            )),
+        },
     }
 }
 

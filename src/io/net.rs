@@ -88,7 +88,7 @@ impl ArgValue for TcpStream {}
 impl ArgValue for SocketAddr {}
 
 mod serve;
-pub use serve::{serve_stream, Then};
+pub use serve::{serve_stream, serve_stream_with, ServeOptions, Then};
 
 /// `CommError` for a socket error, naming the operation.
 fn comm(what: &str, e: io::Error) -> Error {

@@ -7,6 +7,7 @@ use crate::io::Interest;
 use crate::steps::step::{StackRef, Step};
 use mio::net::TcpStream;
 use std::io::{ErrorKind, Read, Write};
+use std::time::Duration;
 
 /// What the handler of [`serve_stream`] asks for after each call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +136,103 @@ pub fn serve_stream<H>(s: &mut Step<'_>, conn: StackRef<TcpStream>, max_read: us
 where
     H: FnMut(&mut Vec<u8>, &mut Vec<u8>) -> Result<Then, Error> + 'static,
 {
-    let max = max_read.clamp(1, 1 << 20);
+    let opts = ServeOptions {
+        max_read,
+        ..ServeOptions::default()
+    };
+    serve_stream_with(s, conn, opts, handler);
+}
+
+/// How [`serve_stream_with`] serves a stream.
+///
+/// ```
+/// use futoin_asyncsteps::io::net::ServeOptions;
+/// use std::time::Duration;
+///
+/// let opts = ServeOptions {
+///     idle_timeout: Some(Duration::from_secs(60)),
+///     ..ServeOptions::default()
+/// };
+/// assert_eq!(opts.max_read, 16 * 1024);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Bytes asked for by one read (1 to 1 MiB; other values are brought
+    /// into that range). Default: 16 KiB.
+    pub max_read: usize,
+    /// The longest the stream may wait with nothing happening: for the
+    /// peer to send more (a request, the rest of one), or, with output
+    /// pending, for the socket to take it (a peer that does not read).
+    /// Past it the step fails with `Timeout` (the stream closes when the
+    /// step that owns it ends). Each wait has a timer of its own, so a
+    /// peer that sends a byte now and then keeps the stream open. `None`
+    /// (the default): no limit, as a client that never sends its request
+    /// or never reads its replies then holds the connection for good; set
+    /// one on servers that face untrusted peers.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            max_read: 16 * 1024,
+            idle_timeout: None,
+        }
+    }
+}
+
+/// [`serve_stream`] with [`ServeOptions`]: a read size and an idle
+/// timeout.
+///
+/// ```
+/// use futoin_asyncsteps::io::mio;
+/// use futoin_asyncsteps::io::net::{self, ServeOptions, Then};
+/// use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, TakeOnce};
+/// use std::time::Duration;
+///
+/// let mut tool = AsyncTool::new()?;
+/// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let _quiet_client = std::net::TcpStream::connect(l.local_addr()?)?;
+/// let (server, _) = l.accept()?;
+/// server.set_nonblocking(true)?;
+/// let server = TakeOnce::new(mio::net::TcpStream::from_std(server));
+///
+/// let mut root = AsyncSteps::new();
+/// root.add(move |s, ()| {
+///     let c = s.stack(server.take()?);
+///     let opts = ServeOptions {
+///         idle_timeout: Some(Duration::from_millis(50)),
+///         ..ServeOptions::default()
+///     };
+///     net::serve_stream_with(s, c, opts, |input, output| {
+///         output.append(input);
+///         Ok(Then::Read)
+///     });
+///     Ok(())
+/// });
+/// let done = root.promise::<()>(&mut tool);
+/// // The client sends nothing: the server lets it go.
+/// assert_eq!(tool.block_on(done).unwrap_err().code(), codes::TIMEOUT);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn serve_stream_with<H>(
+    s: &mut Step<'_>,
+    conn: StackRef<TcpStream>,
+    opts: ServeOptions,
+    handler: H,
+) where
+    H: FnMut(&mut Vec<u8>, &mut Vec<u8>) -> Result<Then, Error> + 'static,
+{
+    let max = opts.max_read.clamp(1, 1 << 20);
+    let idle = opts.idle_timeout;
+    // Each wait of the loop below goes through this: a timer of its own
+    // when there is an idle limit.
+    let wait = move |s: &mut Step<'_>, interest, key: &mut Option<_>| {
+        if let Some(d) = idle {
+            s.set_timeout(d);
+        }
+        s.wait_ready_keyed(conn, interest, key)
+    };
     let mut handler = handler;
     let (mut input, mut output, mut at) = (Vec::new(), Vec::new(), 0usize);
     let mut ending = false;
@@ -145,7 +242,7 @@ where
         let c = s.stack_get(conn)?;
         if !output.is_empty() {
             if let Flush::Blocked = flush(c, &mut output, &mut at)? {
-                return s.wait_ready_keyed(conn, Interest::WRITABLE, &mut key);
+                return wait(s, Interest::WRITABLE, &mut key);
             }
         }
         if ending {
@@ -190,7 +287,7 @@ where
         }
         if !output.is_empty() {
             if let Flush::Blocked = flush(c, &mut output, &mut at)? {
-                return s.wait_ready_keyed(conn, Interest::WRITABLE, &mut key);
+                return wait(s, Interest::WRITABLE, &mut key);
             }
         }
         if ending {
@@ -198,7 +295,7 @@ where
         } else if got.full {
             Ok(()) // more may be there: the next iteration reads again
         } else {
-            s.wait_ready_keyed(conn, Interest::READABLE, &mut key)
+            wait(s, Interest::READABLE, &mut key)
         }
     });
 }
