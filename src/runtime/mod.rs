@@ -96,7 +96,10 @@ pub struct LoopStats {
     pub inbox: usize,
     /// Root flows it has started.
     pub started: u64,
-    /// Of those, flows it took from a peer loop's queue.
+    /// Flows it took from peer loops' queues, counted when taken: a
+    /// steal takes a batch, whose rest waits in this loop's own queue and
+    /// may be taken again by another loop (counted there too), so this can
+    /// exceed `started` and the loops' sum can exceed the flows stolen.
     pub stolen: u64,
 }
 
