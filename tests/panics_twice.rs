@@ -193,17 +193,46 @@ fn for_each_leaves_two_panicking_items() {
     ends_with_drop_panic(&mut tool, p, &drops, "b", 2);
 }
 
-/// A `for_each` over pairs whose key and value both panic when dropped,
+/// A key that panics when dropped, ordered by its number.
+struct BoomKey(u8, Arc<AtomicUsize>);
+impl PartialEq for BoomKey {
+    fn eq(&self, o: &Self) -> bool {
+        self.0 == o.0
+    }
+}
+impl Eq for BoomKey {}
+impl PartialOrd for BoomKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for BoomKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&o.0)
+    }
+}
+impl Drop for BoomKey {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, SeqCst);
+        panic!("drop of key {}", self.0);
+    }
+}
+
+/// A `for_each` over a map whose keys and values all panic when dropped,
 /// timed out while its first iteration waits: every key and value left is
 /// dropped, one at a time.
 #[test]
-fn for_each_over_panicking_pairs_timed_out_while_waiting() {
+fn for_each_over_a_panicking_map_timed_out_while_waiting() {
     let (drops, mut tool) = setup();
     let mut root = AsyncSteps::new();
     let d = drops.clone();
     root.add(move |s, ()| {
-        let pairs = [1, 2].map(|_| (Boom("key", d.clone()), Boom("value", d.clone())));
-        s.for_each(futoin_asyncsteps::Pairs(pairs.into_iter()), |s, k, v| {
+        // Ordered by its number alone: the counter it holds is not part of it.
+        #[allow(clippy::mutable_key_type)]
+        let map: std::collections::BTreeMap<BoomKey, Boom> = (1..=2)
+            .map(|i| (BoomKey(i, d.clone()), Boom("value", d.clone())))
+            .collect();
+        s.for_each(map, |s, k, v| {
             std::mem::forget((k, v));
             s.set_timeout(Duration::from_millis(5));
             Ok(())
@@ -212,6 +241,6 @@ fn for_each_over_panicking_pairs_timed_out_while_waiting() {
     });
     let p = root.promise::<()>(&mut tool);
     tool.run_all();
-    // The second pair's key and value.
-    ends_with_drop_panic(&mut tool, p, &drops, "key", 2);
+    // The second entry's key and value.
+    ends_with_drop_panic(&mut tool, p, &drops, "key 2", 2);
 }

@@ -1296,3 +1296,29 @@ fn stack_get_after_owner_ended_is_internal_error() {
     assert_eq!(tool.block_on(p).unwrap_err().code(), codes::INTERNAL_ERROR);
     assert_eq!(entries(&l), [codes::INTERNAL_ERROR]);
 }
+
+/// Breaking out of a `for_each` over an endless iterator ends the loop at
+/// once: what is left of an iterator that is not one of the crate's own
+/// collections is dropped whole, never walked to its end.
+#[test]
+fn breaking_out_of_an_endless_for_each_ends_it() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        let endless = futoin_asyncsteps::Pairs((0u64..).map(|i| (i, ())));
+        s.for_each(endless, |s, i, ()| {
+            if i == 3 {
+                s.state().set("last", i);
+                return s.break_loop();
+            }
+            Ok(())
+        });
+        Ok(())
+    });
+    root.add(|s, ()| {
+        let last = *s.state().get::<u64>("last").expect("set");
+        s.success((last,))
+    });
+    let p = root.promise::<(u64,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap(), (3,));
+}

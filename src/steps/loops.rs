@@ -2,10 +2,9 @@
 
 use crate::error::StepResult;
 use crate::steps::def::name_of;
-use crate::steps::drop_caught::{drop_caught, keep_first, rethrow};
+use crate::steps::drop_caught::{drop_caught, rethrow};
 use crate::steps::step::Step;
 use std::collections::{BTreeMap, HashMap};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Collections [`Step::for_each`] walks as `(key, value)` pairs: vectors
 /// and arrays (index, item), maps (key, value), and any iterator of pairs
@@ -17,6 +16,16 @@ pub trait LoopItems {
     type Value: 'static;
     /// The pairs, in visiting order.
     fn into_pairs(self) -> Box<dyn Iterator<Item = (Self::Key, Self::Value)>>;
+
+    /// Whether the pairs left when a loop ends early may be walked to
+    /// their end to drop them one at a time: true for the crate's own
+    /// finite collections (vectors, arrays, maps); false by default, as
+    /// any other iterator may be endless or act as it goes (it is then
+    /// dropped whole).
+    #[doc(hidden)]
+    fn finite() -> bool {
+        false
+    }
 }
 
 impl<T: 'static> LoopItems for Vec<T> {
@@ -24,6 +33,9 @@ impl<T: 'static> LoopItems for Vec<T> {
     type Value = T;
     fn into_pairs(self) -> Box<dyn Iterator<Item = (usize, T)>> {
         Box::new(self.into_iter().enumerate())
+    }
+    fn finite() -> bool {
+        true
     }
 }
 
@@ -53,6 +65,9 @@ impl<T: 'static, const N: usize> LoopItems for [T; N] {
     fn into_pairs(self) -> Box<dyn Iterator<Item = (usize, T)>> {
         Box::new(self.into_iter().enumerate())
     }
+    fn finite() -> bool {
+        true
+    }
 }
 
 impl<K: 'static, V: 'static> LoopItems for BTreeMap<K, V> {
@@ -61,6 +76,9 @@ impl<K: 'static, V: 'static> LoopItems for BTreeMap<K, V> {
     fn into_pairs(self) -> Box<dyn Iterator<Item = (K, V)>> {
         Box::new(self.into_iter())
     }
+    fn finite() -> bool {
+        true
+    }
 }
 
 impl<K: 'static, V: 'static> LoopItems for HashMap<K, V> {
@@ -68,6 +86,9 @@ impl<K: 'static, V: 'static> LoopItems for HashMap<K, V> {
     type Value = V;
     fn into_pairs(self) -> Box<dyn Iterator<Item = (K, V)>> {
         Box::new(self.into_iter())
+    }
+    fn finite() -> bool {
+        true
     }
 }
 
@@ -240,9 +261,13 @@ impl<'a> Step<'a> {
         I: LoopItems,
         F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + 'static,
     {
-        let mut it = Rest(items.into_pairs());
+        let mut it = Rest {
+            it: items.into_pairs(),
+            walk: I::finite()
+                && (std::mem::needs_drop::<I::Key>() || std::mem::needs_drop::<I::Value>()),
+        };
         self.push_loop(
-            Box::new(move |s| it.0.next().map(|(k, v)| body(s, k, v))),
+            Box::new(move |s| it.it.next().map(|(k, v)| body(s, k, v))),
             label,
             name_of::<F>(),
         )
@@ -250,31 +275,33 @@ impl<'a> Step<'a> {
 }
 
 /// The items a `for_each` has not reached yet. When the loop ends early
-/// (break, error, cancel, timeout) they are dropped one at a time, key
-/// and value apart, each under `catch_unwind`: dropped as one iterator (or
-/// as one pair), a second panicking `Drop` would abort the process while
-/// the first unwinds. The first panic goes on once all are dropped, and
-/// the engine makes it the flow's `InternalError`, as for `stack()`
-/// values. A user iterator whose `next()` panics ends the draining there.
-struct Rest<K: 'static, V: 'static>(Box<dyn Iterator<Item = (K, V)>>);
+/// (break, error, cancel, timeout), the items left in one of the crate's
+/// own collections are dropped one at a time, key and value apart, each
+/// under `catch_unwind`: dropped as one iterator (or as one pair), a
+/// second panicking `Drop` would abort the process while the first
+/// unwinds. The first panic goes on once all are dropped, and the engine
+/// makes it the flow's `InternalError`, as for `stack()` values. Any other
+/// iterator (`Pairs`) is dropped whole: walking it could run for good or
+/// act on each item.
+struct Rest<K: 'static, V: 'static> {
+    it: Box<dyn Iterator<Item = (K, V)>>,
+    /// Walk the rest to drop it item by item (a finite collection whose
+    /// keys or values have drop glue).
+    walk: bool,
+}
 
 impl<K: 'static, V: 'static> Drop for Rest<K, V> {
     fn drop(&mut self) {
         let mut first = None;
-        loop {
-            match catch_unwind(AssertUnwindSafe(|| self.0.next())) {
-                Ok(Some((k, v))) => {
-                    drop_caught(k, &mut first);
-                    drop_caught(v, &mut first);
-                }
-                Ok(None) => break,
-                Err(p) => {
-                    keep_first(p, &mut first);
-                    break;
-                }
+        if self.walk {
+            // The crate's collections' iterators neither panic in `next`
+            // nor go on after their end.
+            for (k, v) in self.it.by_ref() {
+                drop_caught(k, &mut first);
+                drop_caught(v, &mut first);
             }
         }
-        let it = std::mem::replace(&mut self.0, Box::new(std::iter::empty()));
+        let it = std::mem::replace(&mut self.it, Box::new(std::iter::empty()));
         drop_caught(it, &mut first);
         rethrow(first);
     }
