@@ -218,19 +218,27 @@ impl Drop for Boom {
     }
 }
 
+/// Keeps the `Boom` panics off the output; others still print.
+fn quiet_booms() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<&str>() != Some(&"drop of a queued flow's value") {
+                default(info);
+            }
+        }));
+    });
+}
+
 /// Flows queued on a loop and never started, two of them holding values
-/// whose `Drop`s panic: at shutdown every one of them is answered
-/// `Canceled` and the process goes on. (A panic while the loop dropped
-/// its queue left the flows behind it unanswered.)
+/// whose `Drop`s panic, one of those in each of its two steps: at shutdown
+/// every one of them is answered `Canceled` and the process goes on. (A
+/// panic while the loop dropped its queue left the flows queued behind it
+/// unanswered; two in one flow's steps aborted the process.)
 #[test]
 fn queued_flows_holding_panicking_values_are_all_canceled_at_shutdown() {
-    // Keep the expected panics off the output; others still print.
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if info.payload().downcast_ref::<&str>() != Some(&"drop of a queued flow's value") {
-            default(info);
-        }
-    }));
+    quiet_booms();
     let rt = one_loop().build().unwrap();
     let h = rt.handle();
     let (tx, rx) = mpsc::channel();
@@ -240,11 +248,13 @@ fn queued_flows_holding_panicking_values_are_all_canceled_at_shutdown() {
         for i in 0..4u8 {
             let mut child = AsyncSteps::new();
             if i % 2 == 0 {
-                let b = Boom;
-                child.add(move |s, ()| {
-                    let _keep = &b;
-                    s.success((i,))
-                });
+                for _ in 0..=i / 2 {
+                    let b = Boom;
+                    child.add(move |s, ()| {
+                        let _keep = &b;
+                        s.success((i,))
+                    });
+                }
             } else {
                 child.add(move |s, ()| s.success((i,)));
             }
@@ -302,4 +312,33 @@ fn block_on_of_a_queued_runtime_flow_from_its_loop_thread_fails_at_once() {
          of this thread, which this call does not drive; block on that loop, or await the \
          promise in a step (s.await_future)"
     );
+}
+
+/// A queued flow holding a value whose `Drop` panics, cancelled before it
+/// starts: it is answered `Canceled`, and its loop goes on serving (the
+/// panic used to unwind out of the loop, which then stopped and cancelled
+/// every flow on it).
+#[test]
+fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_alive() {
+    quiet_booms();
+    let rt = one_loop().build().unwrap();
+    let h = rt.handle();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let mut child = AsyncSteps::new();
+        let b = Boom;
+        child.add(move |s, ()| {
+            let _keep = &b;
+            s.success((1u8,))
+        });
+        // Queued on this loop, which is busy running this step: the
+        // cancel comes before it can start.
+        let p = h.spawn::<(u8,)>(child);
+        p.cancel();
+        s.await_future(p);
+        Ok(())
+    });
+    let got = rt.spawn::<()>(root).wait().map_err(|e| e.code().to_owned());
+    assert_eq!(got, Err(codes::CANCELED.to_owned()));
+    assert_eq!(four(&rt), Ok(4), "the loop still serves");
 }

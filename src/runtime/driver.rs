@@ -6,6 +6,7 @@ use crate::error::{codes, Error};
 use crate::runtime::builder::{PinStatus, SharedHook};
 use crate::state::State;
 use crate::steps::def::StepDef;
+use crate::steps::drop_caught::{drain_caught, drop_caught, drop_payload};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::tool::async_tool::AsyncTool;
@@ -84,6 +85,7 @@ impl Job {
                     codes::CANCELED,
                     "flow cancelled before it started",
                 )));
+                self.discard();
                 return;
             }
         }
@@ -99,14 +101,32 @@ impl Job {
 }
 
 impl Job {
-    /// Drops a job that will never start: its waiter is answered first
-    /// (`Drop`), then its steps and state go. A panicking `Drop` among
-    /// those is caught here and its payload dropped (there is no flow
-    /// left to fail; the panic hook has already printed it), so the
-    /// caller goes on answering the other jobs.
-    pub(crate) fn discard(self) {
-        if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(self))) {
-            crate::steps::drop_caught::drop_payload(p);
+    /// Drops a job that will never start: its waiter is answered first,
+    /// then its steps go one at a time and its state (which drops its
+    /// values one at a time itself). A panicking `Drop` among those is
+    /// caught and its payload dropped (there is no flow left to fail; the
+    /// panic hook has already printed it), so the caller goes on answering
+    /// the other jobs; two of them no longer abort the process.
+    pub(crate) fn discard(mut self) {
+        self.answer();
+        let mut first = None;
+        match std::mem::replace(&mut self.steps, Steps::Many(Vec::new())) {
+            Steps::Many(mut v) => drain_caught(&mut v, &mut first),
+            one => drop_caught(one, &mut first),
+        }
+        drop_caught(self, &mut first);
+        if let Some(p) = first {
+            drop_payload(p);
+        }
+    }
+
+    /// Answers the waiter of a job that never started, if it still has one.
+    fn answer(&mut self) {
+        if let Some(d) = self.done.take() {
+            d.complete(Err(Error::with_info(
+                codes::CANCELED,
+                "the runtime shut down before the flow started",
+            )));
         }
     }
 }
@@ -114,12 +134,7 @@ impl Job {
 impl Drop for Job {
     fn drop(&mut self) {
         // Only a job that never started still has its waiter.
-        if let Some(d) = self.done.take() {
-            d.complete(Err(Error::with_info(
-                codes::CANCELED,
-                "the runtime shut down before the flow started",
-            )));
-        }
+        self.answer();
     }
 }
 
