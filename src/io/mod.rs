@@ -191,6 +191,10 @@ impl Step<'_> {
     /// source only when no step waits on it, or give the wait a
     /// [`set_timeout`](Step::set_timeout).
     ///
+    /// `Interest::PRIORITY` (Linux) completes on urgent (out-of-band) data,
+    /// which mio reports as readable: a source also waited on for readable
+    /// data can answer a priority wait with ordinary data.
+    ///
     /// Errors (`InternalError`, the step fails): on a loop without a
     /// reactor (a [`TestTool`](crate::TestTool)); in an error handler; a
     /// second `wait_io` in the same step; another step already waiting on

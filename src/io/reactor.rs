@@ -114,7 +114,7 @@ fn reads(i: mio::Interest) -> bool {
 /// The edge bits of `i`: `READABLE` and/or `WRITABLE`.
 fn edges(i: mio::Interest) -> u8 {
     let mut e = 0;
-    if reads(i) {
+    if i.is_readable() {
         e |= READABLE;
     }
     if i.is_writable() {
@@ -184,7 +184,15 @@ fn take_for(r: &mut Reg) -> Option<Done> {
         return None;
     }
     let seen = r.pending;
-    r.pending.0 &= !(edges(w.interest) | r.passing);
+    let mut used = edges(w.interest);
+    if w.interest.is_priority() && !r.interest.is_readable() {
+        // Registered for priority data alone: its readable bit is mio's
+        // report of that data, used up by this wait. (Registered for
+        // readable data too, the bit may be normal data: it stays for a
+        // readable wait.)
+        used |= READABLE;
+    }
+    r.pending.0 &= !(used | r.passing);
     r.passing = 0;
     r.waiter = None;
     Some(Done {
