@@ -27,10 +27,8 @@ pub fn connection_idle(
     root.add_catch(
         move |s, ()| {
             let c = s.stack(conn.take()?);
-            let opts = ServeOptions {
-                idle_timeout: idle,
-                ..ServeOptions::default()
-            };
+            let mut opts = ServeOptions::default();
+            opts.idle_timeout = idle;
             net::serve_stream_with(s, c, opts, |input, output| {
                 output.append(input);
                 Ok(Then::Read)

@@ -399,10 +399,8 @@ pub fn connection_idle(conn: TcpStream, idle: Option<Duration>) -> AsyncSteps {
             let unanswered = Rc::new(Cell::new(false));
             let closing_with = unanswered.clone();
             let mut parser = Parser::default();
-            let opts = ServeOptions {
-                idle_timeout: idle,
-                ..ServeOptions::default()
-            };
+            let mut opts = ServeOptions::default();
+            opts.idle_timeout = idle;
             net::serve_stream_with(s, c, opts, move |input, output| {
                 Ok(if parser.answer(input, output) {
                     closing_with.set(!input.is_empty());

@@ -143,19 +143,20 @@ where
     serve_stream_with(s, conn, opts, handler);
 }
 
-/// How [`serve_stream_with`] serves a stream.
+/// How [`serve_stream_with`] serves a stream. Start from the default and
+/// set what differs (more options may come, so it is not built from a
+/// struct literal):
 ///
 /// ```
 /// use futoin_asyncsteps::io::net::ServeOptions;
 /// use std::time::Duration;
 ///
-/// let opts = ServeOptions {
-///     idle_timeout: Some(Duration::from_secs(60)),
-///     ..ServeOptions::default()
-/// };
+/// let mut opts = ServeOptions::default();
+/// opts.idle_timeout = Some(Duration::from_secs(60));
 /// assert_eq!(opts.max_read, 16 * 1024);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServeOptions {
     /// Bytes asked for by one read (1 to 1 MiB; other values are brought
     /// into that range). Default: 16 KiB.
@@ -168,7 +169,8 @@ pub struct ServeOptions {
     /// peer that sends a byte now and then keeps the stream open. `None`
     /// (the default): no limit, as a client that never sends its request
     /// or never reads its replies then holds the connection for good; set
-    /// one on servers that face untrusted peers.
+    /// one on servers that face untrusted peers. `Some(Duration::ZERO)`
+    /// fails the first wait at once.
     pub idle_timeout: Option<Duration>,
 }
 
@@ -200,10 +202,8 @@ impl Default for ServeOptions {
 /// let mut root = AsyncSteps::new();
 /// root.add(move |s, ()| {
 ///     let c = s.stack(server.take()?);
-///     let opts = ServeOptions {
-///         idle_timeout: Some(Duration::from_millis(50)),
-///         ..ServeOptions::default()
-///     };
+///     let mut opts = ServeOptions::default();
+///     opts.idle_timeout = Some(Duration::from_millis(50));
 ///     net::serve_stream_with(s, c, opts, |input, output| {
 ///         output.append(input);
 ///         Ok(Then::Read)
