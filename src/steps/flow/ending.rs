@@ -79,19 +79,8 @@ impl Flow {
             if let Some(w) = rare.io.take() {
                 io.end_wait(w.key, w.strand, w.seq);
             }
-            // Sources this frame owns: deregister them while they live.
-            // Each on its own: a user source whose `deregister` panics
-            // must not leave the others registered (the first panic goes
-            // on afterwards and fails the flow).
             if !rare.sources.is_empty() {
-                let mut first = None;
-                for r in std::mem::take(&mut rare.sources) {
-                    match x.stack.get_mut(r.idx as usize) {
-                        Some(v) => call_caught(|| (r.deregister)(&mut **v, io, r.key), &mut first),
-                        None => io.forget(r.key),
-                    }
-                }
-                rethrow(first);
+                deregister_sources(io, rare, &mut x.stack);
             }
         }
         if cancel {
@@ -142,7 +131,7 @@ impl Flow {
         id
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn release_strand(&mut self, sid: u32) {
         let st = self.st(sid);
         st.live = false;
@@ -229,4 +218,25 @@ impl Flow {
         }
         None
     }
+}
+
+/// Deregisters the sources a frame owns while they live, each on its own:
+/// a user source whose `deregister` panics must not leave the others
+/// registered (the first panic goes on afterwards and fails the flow).
+/// Out of line: most frames own none, and `end_frame` stays small.
+#[cold]
+#[inline(never)]
+fn deregister_sources(
+    io: &mut crate::io::reactor::Reactor,
+    rare: &mut crate::steps::frame::Rare,
+    stack: &mut [Box<dyn std::any::Any>],
+) {
+    let mut first = None;
+    for r in std::mem::take(&mut rare.sources) {
+        match stack.get_mut(r.idx as usize) {
+            Some(v) => call_caught(|| (r.deregister)(&mut **v, io, r.key), &mut first),
+            None => io.forget(r.key),
+        }
+    }
+    rethrow(first);
 }
