@@ -43,40 +43,104 @@ const WAITING: u8 = 0;
 const GRANTED: u8 = 1;
 const CANCELLED: u8 = 2;
 
-/// A queued flow's node: granted or cancelled exactly once.
+/// A queued flow's node: granted or cancelled exactly once. Whoever wins
+/// that one change of state takes what resumes the waiter: the granter to
+/// use it, the waiter that cancels to drop it at once (a cancelled node may
+/// stay in the queue until a handover skips it, and what resumes a waiter
+/// holds its step's wait token and a handle of its loop).
 pub(crate) struct Node<T> {
     state: AtomicU8,
-    /// What the granter uses to resume the waiter (its step's handle).
-    pub(crate) resume: T,
+    /// What the granter uses to resume the waiter (its step's handle);
+    /// `None` once taken.
+    resume: Cell<Option<T>>,
 }
+
+// SAFETY: `resume` is the only field that is not `Sync`. It is written when
+// the node is made, before the node is shared (the `Arc` is published by
+// the queue's push, which synchronises with its pop), and after that it is
+// touched only by `take_resume`, which runs only in the one thread that won
+// the node's single change of state away from `WAITING` (a CAS: `grant` or
+// `cancel`), and at most once there. So no two threads ever access it, and
+// the winner's CAS (acquire) sees the write made at construction. Moving
+// the `T` out to another thread needs `T: Send`.
+unsafe impl<T: Send> Sync for Node<T> {}
 
 impl<T> Node<T> {
     pub(crate) fn new(resume: T) -> Arc<Self> {
         Arc::new(Node {
             state: AtomicU8::new(WAITING),
-            resume,
+            resume: Cell::new(Some(resume)),
         })
     }
 
-    /// The granter's side: true when the waiter gets the slot.
-    fn grant(&self) -> bool {
-        self.state
+    /// The granter's side: what resumes the waiter, when it gets the slot.
+    fn grant(&self) -> Option<T> {
+        let won = self
+            .state
             .compare_exchange(WAITING, GRANTED, AcqRel, Acquire)
-            .is_ok()
+            .is_ok();
+        // SAFETY: this thread won the node's only change of state.
+        won.then(|| unsafe { self.take_resume() }).flatten()
     }
 
     /// The waiter's side when it gives up (cancel, timeout): true when it
-    /// left the queue before being granted; false when a slot was already
-    /// handed to it (the caller must give that slot back).
+    /// left the queue before being granted (what would have resumed it is
+    /// dropped now, though the node may stay queued for a while); false
+    /// when a slot was already handed to it (the caller must give that
+    /// slot back).
     pub(crate) fn cancel(&self) -> bool {
-        self.state
+        let won = self
+            .state
             .compare_exchange(WAITING, CANCELLED, AcqRel, Acquire)
-            .is_ok()
+            .is_ok();
+        if won {
+            // SAFETY: this thread won the node's only change of state.
+            drop(unsafe { self.take_resume() });
+        }
+        won
+    }
+
+    /// Takes what resumes the waiter.
+    ///
+    /// # Safety
+    /// Only the thread that won the CAS from `WAITING` may call it, and it
+    /// is called right after that CAS (see the `Sync` impl).
+    unsafe fn take_resume(&self) -> Option<T> {
+        // SAFETY: the caller is the only thread that ever accesses the cell
+        // after construction (the function's contract).
+        unsafe { self.resume.take() }
     }
 
     /// True once a slot was handed to this waiter.
     pub(crate) fn is_granted(&self) -> bool {
         self.state.load(Acquire) == GRANTED
+    }
+}
+
+/// The cell of a node's resume value: std's `UnsafeCell`, or loom's under
+/// `--cfg loom`, which checks that no two threads ever touch it at once.
+struct Cell<T>(
+    #[cfg(not(loom))] std::cell::UnsafeCell<T>,
+    #[cfg(loom)] loom::cell::UnsafeCell<T>,
+);
+
+impl<T> Cell<Option<T>> {
+    fn new(v: Option<T>) -> Self {
+        #[cfg(not(loom))]
+        return Cell(std::cell::UnsafeCell::new(v));
+        #[cfg(loom)]
+        return Cell(loom::cell::UnsafeCell::new(v));
+    }
+
+    /// # Safety
+    /// No other thread accesses the cell meanwhile.
+    unsafe fn take(&self) -> Option<T> {
+        #[cfg(not(loom))]
+        // SAFETY: exclusive access, by the caller's contract.
+        return unsafe { (*self.0.get()).take() };
+        #[cfg(loom)]
+        // SAFETY: exclusive access, by the caller's contract (checked by loom).
+        return self.0.with_mut(|p| unsafe { (*p).take() });
     }
 }
 
@@ -221,9 +285,9 @@ impl<T> Gate<T> {
         self.cancelled.fetch_add(1, Relaxed);
     }
 
-    /// Gives one admitted slot up: hands it to the first live waiter (whose
-    /// node is returned, to be resumed) or, with none, lowers `admitted`.
-    pub(crate) fn release(&self) -> Option<Arc<Node<T>>> {
+    /// Gives one admitted slot up: hands it to the first live waiter (what
+    /// resumes it is returned) or, with none, lowers `admitted`.
+    pub(crate) fn release(&self) -> Option<T> {
         let mut w = self.word.load(Acquire);
         loop {
             if w >> 32 != 0 {
@@ -251,8 +315,8 @@ impl<T> Gate<T> {
     }
 
     /// Starts a new period (Throttle): `admitted = 0`, then hands up to
-    /// `max` slots to waiters in order. Returns the nodes to resume.
-    pub(crate) fn new_period(&self) -> Vec<Arc<Node<T>>> {
+    /// `max` slots to waiters in order. Returns what resumes them.
+    pub(crate) fn new_period(&self) -> Vec<T> {
         self.word.fetch_and(!ADMITTED, AcqRel);
         let mut out = Vec::new();
         loop {
@@ -283,9 +347,10 @@ impl<T> Gate<T> {
         self.word.load(Acquire) != 0
     }
 
-    /// Pops the node a `queued - 1` entitled us to and grants it; `None`
-    /// when it had been cancelled (it is dropped from the count then).
-    fn take_committed(&self) -> Option<Arc<Node<T>>> {
+    /// Pops the node a `queued - 1` entitled us to and grants it, giving
+    /// what resumes its waiter; `None` when it had been cancelled (it is
+    /// dropped from the count then).
+    fn take_committed(&self) -> Option<T> {
         let n = loop {
             if let Some(n) = self.queue.try_pop() {
                 break n;
@@ -296,12 +361,11 @@ impl<T> Gate<T> {
             #[cfg(not(loom))]
             std::thread::yield_now();
         };
-        if n.grant() {
-            Some(n)
-        } else {
+        let granted = n.grant();
+        if granted.is_none() {
             self.cancelled.fetch_sub(1, Relaxed);
-            None
         }
+        granted
     }
 }
 
@@ -388,11 +452,10 @@ mod tests {
         assert_eq!(g.enter_or_queue(|| Node::new(2)), Enter::Queued);
         assert_eq!(g.counts(), (1, 2));
         // A newcomer cannot pass the queue even after a release.
-        let n = g.release().expect("waiter 1");
-        assert_eq!(n.resume, 1);
+        assert_eq!(g.release(), Some(1));
         assert!(!g.try_enter());
-        assert_eq!(g.release().expect("waiter 2").resume, 2);
-        assert_eq!(g.release().map(|n| n.resume), None);
+        assert_eq!(g.release(), Some(2));
+        assert_eq!(g.release(), None);
         assert_eq!(g.counts(), (0, 0));
     }
 
@@ -407,8 +470,8 @@ mod tests {
         assert!(first.cancel());
         g.node_cancelled();
         assert_eq!(g.enter_or_queue(|| Node::new(2)), Enter::Queued);
-        assert_eq!(g.release().expect("the live waiter").resume, 2);
-        assert_eq!(g.release().map(|n| n.resume), None);
+        assert_eq!(g.release(), Some(2), "the live waiter");
+        assert_eq!(g.release(), None);
         assert_eq!(g.counts(), (0, 0));
     }
 
@@ -417,9 +480,30 @@ mod tests {
         let g: Gate<u32> = Gate::new(1, None);
         assert!(g.try_enter());
         let (_, node) = g.enter_keeping(1);
-        let granted = g.release().unwrap();
-        assert!(granted.is_granted());
-        assert!(!node.unwrap().cancel());
+        let node = node.unwrap();
+        assert_eq!(g.release(), Some(1));
+        assert!(node.is_granted());
+        assert!(!node.cancel());
+    }
+
+    /// A cancelled waiter's node may stay queued until a handover skips
+    /// it; what would have resumed it (a step's handle, which keeps a
+    /// wait token and a handle of its loop) is dropped at the cancel.
+    #[test]
+    fn a_cancelled_node_lets_go_of_its_resume_value_at_once() {
+        let r = Arc::new(());
+        let g: Gate<Arc<()>> = Gate::new(1, None);
+        assert!(g.try_enter());
+        for _ in 0..1000 {
+            let (e, node) = g.enter_keeping(r.clone());
+            assert_eq!(e, Enter::Queued);
+            assert!(node.expect("queued").cancel());
+            g.node_cancelled();
+        }
+        assert_eq!(Arc::strong_count(&r), 1, "no cancelled node keeps it");
+        assert_eq!(g.counts(), (1, 0));
+        assert_eq!(g.release(), None, "every queued node was cancelled");
+        assert_eq!(g.counts(), (0, 0));
     }
 
     #[test]
@@ -430,11 +514,9 @@ mod tests {
         for i in 0..3 {
             assert_eq!(g.enter_or_queue(|| Node::new(i)), Enter::Queued);
         }
-        let got: Vec<u32> = g.new_period().iter().map(|n| n.resume).collect();
-        assert_eq!(got, [0, 1]);
+        assert_eq!(g.new_period(), [0, 1]);
         assert_eq!(g.counts(), (2, 1));
-        let got: Vec<u32> = g.new_period().iter().map(|n| n.resume).collect();
-        assert_eq!(got, [2]);
+        assert_eq!(g.new_period(), [2]);
         assert_eq!(g.counts(), (1, 0));
         assert!(g.new_period().is_empty());
         assert!(!g.busy());
@@ -528,10 +610,10 @@ mod loom_tests {
             let node = node.unwrap();
             let g2 = g.clone();
             let holder = thread::spawn(move || {
-                if let Some(n) = g2.release() {
-                    // Granted before the cancel: the waiter owns the slot.
-                    assert!(n.is_granted());
-                }
+                // Granted before the cancel (`Some`): the waiter owns the
+                // slot. Only one side takes the waiter's value (loom checks
+                // the cell is never touched by both).
+                let _ = g2.release();
             });
             if node.cancel() {
                 g.node_cancelled();
@@ -587,12 +669,7 @@ mod loom_tests {
             assert!(g.try_enter());
             assert_eq!(g.enter_or_queue(|| Node::new(0)), Enter::Queued);
             let g2 = g.clone();
-            let timer = thread::spawn(move || {
-                g2.new_period()
-                    .iter()
-                    .map(|n| n.resume)
-                    .collect::<Vec<u8>>()
-            });
+            let timer = thread::spawn(move || g2.new_period());
             let newcomer = g.enter_or_queue(|| Node::new(1));
             let resumed = timer.join().unwrap();
             assert_eq!(resumed, [0]);

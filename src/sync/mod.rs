@@ -370,8 +370,8 @@ impl Drop for Hold {
 /// Resumes a granted waiter on its own loop. A waiter whose step ended in
 /// the meantime refuses the handle; its `Hold` then sees the grant on drop
 /// and gives the slot back, so nothing is lost.
-fn resume(n: Arc<Node<ExternalHandle>>) {
-    let _ = n.resume.success(());
+fn resume(h: ExternalHandle) {
+    let _ = h.success(());
 }
 
 /// The shared body of Mutex and Throttle `sync`: reentrance, fast path,
