@@ -191,9 +191,9 @@ impl Step<'_> {
     /// source only when no step waits on it, or give the wait a
     /// [`set_timeout`](Step::set_timeout).
     ///
-    /// `Interest::PRIORITY` (Linux) completes on urgent (out-of-band) data,
-    /// which mio reports as readable: a source also waited on for readable
-    /// data can answer a priority wait with ordinary data.
+    /// `Interest::PRIORITY` (Linux) completes on urgent (out-of-band) data
+    /// only; mio reports that data as readable too, so the [`Ready`] it
+    /// gives says `readable`, and a readable wait sees it as well.
     ///
     /// Errors (`InternalError`, the step fails): on a loop without a
     /// reactor (a [`TestTool`](crate::TestTool)); in an error handler; a

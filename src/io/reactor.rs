@@ -46,6 +46,8 @@ const WRITABLE: u8 = 2;
 const READ_CLOSED: u8 = 4;
 const WRITE_CLOSED: u8 = 8;
 const ERROR: u8 = 16;
+/// Urgent (out-of-band) data: mio reports it as readable too.
+const PRIORITY: u8 = 32;
 
 impl Bits {
     fn of(ev: &mio::event::Event) -> Self {
@@ -56,6 +58,7 @@ impl Bits {
             (ev.is_read_closed(), READ_CLOSED),
             (ev.is_write_closed(), WRITE_CLOSED),
             (ev.is_error(), ERROR),
+            (ev.is_priority(), PRIORITY),
         ] {
             if on {
                 b |= bit;
@@ -94,8 +97,11 @@ impl Bits {
     /// end).
     fn answers(self, i: mio::Interest) -> bool {
         let mut want = ERROR;
-        if reads(i) {
+        if i.is_readable() {
             want |= READABLE | READ_CLOSED;
+        }
+        if i.is_priority() {
+            want |= PRIORITY | READ_CLOSED;
         }
         if i.is_writable() {
             want |= WRITABLE | WRITE_CLOSED;
@@ -104,18 +110,14 @@ impl Bits {
     }
 }
 
-/// Whether `i` waits for what mio reports as readable: readable data,
-/// or priority data (`Interest::PRIORITY`, which mio's events report as
-/// readable).
-fn reads(i: mio::Interest) -> bool {
-    i.is_readable() || i.is_priority()
-}
-
-/// The edge bits of `i`: `READABLE` and/or `WRITABLE`.
+/// The edge bits of `i`: `READABLE`, `WRITABLE` and/or `PRIORITY`.
 fn edges(i: mio::Interest) -> u8 {
     let mut e = 0;
     if i.is_readable() {
         e |= READABLE;
+    }
+    if i.is_priority() {
+        e |= PRIORITY;
     }
     if i.is_writable() {
         e |= WRITABLE;
@@ -184,15 +186,7 @@ fn take_for(r: &mut Reg) -> Option<Done> {
         return None;
     }
     let seen = r.pending;
-    let mut used = edges(w.interest);
-    if w.interest.is_priority() && !r.interest.is_readable() {
-        // Registered for priority data alone: its readable bit is mio's
-        // report of that data, used up by this wait. (Registered for
-        // readable data too, the bit may be normal data: it stays for a
-        // readable wait.)
-        used |= READABLE;
-    }
-    r.pending.0 &= !(used | r.passing);
+    r.pending.0 &= !(edges(w.interest) | r.passing);
     r.passing = 0;
     r.waiter = None;
     Some(Done {
@@ -407,6 +401,34 @@ mod tests {
             assert!(b.answers(Interest::READABLE | Interest::WRITABLE));
         }
         assert!(!Bits(0).answers(Interest::READABLE | Interest::WRITABLE));
+    }
+
+    /// Priority data answers a priority wait and uses up only its own
+    /// edge: ordinary data neither answers it (a loop of priority waits
+    /// would spin on it) nor is used up by it (a readable wait would miss
+    /// its edge).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn priority_data_answers_priority_waits_alone_and_uses_up_its_own_edge() {
+        assert!(Bits(PRIORITY | READABLE).answers(Interest::PRIORITY));
+        assert!(!Bits(READABLE).answers(Interest::PRIORITY));
+        assert!(Bits(READ_CLOSED).answers(Interest::PRIORITY));
+        assert!(!Bits(PRIORITY).answers(Interest::READABLE));
+        let mut reg = Reg {
+            flow: FlowKey::default(),
+            interest: Interest::READABLE | Interest::PRIORITY,
+            waiter: Some(Waiter {
+                strand: 0,
+                seq: 1,
+                interest: Interest::PRIORITY,
+                args: false,
+            }),
+            pending: Bits(PRIORITY | READABLE),
+            drained: 0,
+            passing: 0,
+        };
+        assert!(take_for(&mut reg).is_some());
+        assert_eq!(reg.pending.0, READABLE, "the readable edge stays");
     }
 
     #[test]
