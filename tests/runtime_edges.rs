@@ -9,7 +9,8 @@ use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TestTool};
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -340,5 +341,45 @@ fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_aliv
     });
     let got = rt.spawn::<()>(root).wait().map_err(|e| e.code().to_owned());
     assert_eq!(got, Err(codes::CANCELED.to_owned()));
+    assert_eq!(four(&rt), Ok(4), "the loop still serves");
+}
+
+/// Counts its drops.
+#[derive(Clone)]
+struct Tracked(Arc<AtomicUsize>);
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A queued flow whose state holds a value whose `Drop` panics beside
+/// eight others, cancelled before it starts: every other value is dropped
+/// too (the map's own drop stopped at the panic and leaked the rest).
+#[test]
+fn a_discarded_flow_drops_every_state_value_despite_a_panicking_one() {
+    quiet_booms();
+    let rt = one_loop().build().unwrap();
+    let h = rt.handle();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let d = drops.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let mut child = AsyncSteps::new();
+        child.state().set("boom", Boom);
+        for i in 0..8 {
+            child
+                .state()
+                .set(format!("tracked {i}"), Tracked(d.clone()));
+        }
+        child.add(|_, ()| Ok(()));
+        let p = h.spawn::<()>(child);
+        p.cancel();
+        s.await_future(p);
+        Ok(())
+    });
+    let got = rt.spawn::<()>(root).wait().map_err(|e| e.code().to_owned());
+    assert_eq!(got, Err(codes::CANCELED.to_owned()));
+    assert_eq!(drops.load(Ordering::SeqCst), 8);
     assert_eq!(four(&rt), Ok(4), "the loop still serves");
 }

@@ -6,7 +6,7 @@ use crate::error::{codes, Error};
 use crate::runtime::builder::{PinStatus, SharedHook};
 use crate::state::State;
 use crate::steps::def::StepDef;
-use crate::steps::drop_caught::{drain_caught, drop_caught, drop_payload};
+use crate::steps::drop_caught::{drain_caught, drop_caught, drop_payload, keep_first};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::tool::async_tool::AsyncTool;
@@ -102,8 +102,7 @@ impl Job {
 
 impl Job {
     /// Drops a job that will never start: its waiter is answered first,
-    /// then its steps go one at a time and its state (which drops its
-    /// values one at a time itself). A panicking `Drop` among those is
+    /// then its steps and its state's values go one at a time. A panicking `Drop` among those is
     /// caught and its payload dropped (there is no flow left to fail; the
     /// panic hook has already printed it), so the caller goes on answering
     /// the other jobs; two of them no longer abort the process.
@@ -113,6 +112,11 @@ impl Job {
         match std::mem::replace(&mut self.steps, Steps::Many(Vec::new())) {
             Steps::Many(mut v) => drain_caught(&mut v, &mut first),
             one => drop_caught(one, &mut first),
+        }
+        // The state's values one at a time too (its map's own drop would
+        // stop at the first panic and leak the rest).
+        if let Some(p) = self.state.clear_catching() {
+            keep_first(p, &mut first);
         }
         drop_caught(self, &mut first);
         if let Some(p) = first {

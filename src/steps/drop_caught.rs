@@ -37,7 +37,7 @@ pub(crate) fn call_caught(f: impl FnOnce(), first: &mut Option<Payload>) {
 /// Keeps `p` in `first` if it is the first payload caught; leaks it
 /// otherwise.
 #[inline]
-fn keep_first(p: Payload, first: &mut Option<Payload>) {
+pub(crate) fn keep_first(p: Payload, first: &mut Option<Payload>) {
     match first {
         None => *first = Some(p),
         Some(_) => std::mem::forget(p),
