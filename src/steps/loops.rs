@@ -23,7 +23,10 @@ pub trait LoopItems {
     /// any other iterator may be endless or act as it goes (it is then
     /// dropped whole).
     #[doc(hidden)]
-    fn finite() -> bool {
+    fn finite() -> bool
+    where
+        Self: Sized,
+    {
         false
     }
 }

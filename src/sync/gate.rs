@@ -56,13 +56,15 @@ pub(crate) struct Node<T> {
 }
 
 // SAFETY: `resume` is the only field that is not `Sync`. It is written when
-// the node is made, before the node is shared (the `Arc` is published by
-// the queue's push, which synchronises with its pop), and after that it is
+// the node is made, before the node is shared, and after that it is
 // touched only by `take_resume`, which runs only in the one thread that won
 // the node's single change of state away from `WAITING` (a CAS: `grant` or
-// `cancel`), and at most once there. So no two threads ever access it, and
-// the winner's CAS (acquire) sees the write made at construction. Moving
-// the `T` out to another thread needs `T: Send`.
+// `cancel`), and at most once there, and by the node's `Drop`, which runs
+// after the last `Arc` is gone (the `Arc` count orders it after any take).
+// So no two threads ever access it. The write at construction happens
+// before the winner's take: the granter got the node from the queue (the
+// push synchronises with the pop), the canceller is the waiter that made
+// it. Moving the `T` out to another thread needs `T: Send`.
 unsafe impl<T: Send> Sync for Node<T> {}
 
 impl<T> Node<T> {
@@ -609,19 +611,19 @@ mod loom_tests {
             assert_eq!(r, Enter::Queued);
             let node = node.unwrap();
             let g2 = g.clone();
-            let holder = thread::spawn(move || {
-                // Granted before the cancel (`Some`): the waiter owns the
-                // slot. Only one side takes the waiter's value (loom checks
-                // the cell is never touched by both).
-                let _ = g2.release();
-            });
-            if node.cancel() {
+            // Granted before the cancel (`Some`): the waiter owns the
+            // slot. Only one side takes the waiter's value (loom checks
+            // the cell is never touched by both).
+            let holder = thread::spawn(move || g2.release());
+            let cancelled = node.cancel();
+            if cancelled {
                 g.node_cancelled();
             } else {
                 // The slot was handed over already: give it back.
                 assert!(g.release().is_none());
             }
-            holder.join().unwrap();
+            let granted = holder.join().unwrap();
+            assert_eq!(granted, (!cancelled).then_some(0));
             assert_eq!(g.counts(), (0, 0));
             assert!(g.try_enter(), "the gate is free again");
         });
