@@ -57,9 +57,9 @@ pub(crate) struct Node<T> {
 
 // SAFETY: `resume` is the only field that is not `Sync`. It is written when
 // the node is made, before the node is shared, and after that it is
-// touched only by `take_resume`, which runs only in the one thread that won
-// the node's single change of state away from `WAITING` (a CAS: `grant` or
-// `cancel`), and at most once there, and by the node's `Drop`, which runs
+// touched only by `grant` and `cancel`, each in the one thread that won
+// the node's single change of state away from `WAITING` (their CAS), and
+// at most once there, and by the node's `Drop`, which runs
 // after the last `Arc` is gone (the `Arc` count orders it after any take).
 // So no two threads ever access it. The write at construction happens
 // before the winner's take: the granter got the node from the queue (the
@@ -81,8 +81,9 @@ impl<T> Node<T> {
             .state
             .compare_exchange(WAITING, GRANTED, AcqRel, Acquire)
             .is_ok();
-        // SAFETY: this thread won the node's only change of state.
-        won.then(|| unsafe { self.take_resume() }).flatten()
+        // SAFETY: this thread won the node's only change of state, so no
+        // other thread touches the cell (see the `Sync` impl).
+        won.then(|| unsafe { self.resume.take() }).flatten()
     }
 
     /// The waiter's side when it gives up (cancel, timeout): true when it
@@ -96,21 +97,11 @@ impl<T> Node<T> {
             .compare_exchange(WAITING, CANCELLED, AcqRel, Acquire)
             .is_ok();
         if won {
-            // SAFETY: this thread won the node's only change of state.
-            drop(unsafe { self.take_resume() });
+            // SAFETY: this thread won the node's only change of state, so
+            // no other thread touches the cell (see the `Sync` impl).
+            drop(unsafe { self.resume.take() });
         }
         won
-    }
-
-    /// Takes what resumes the waiter.
-    ///
-    /// # Safety
-    /// Only the thread that won the CAS from `WAITING` may call it, and it
-    /// is called right after that CAS (see the `Sync` impl).
-    unsafe fn take_resume(&self) -> Option<T> {
-        // SAFETY: the caller is the only thread that ever accesses the cell
-        // after construction (the function's contract).
-        unsafe { self.resume.take() }
     }
 
     /// True once a slot was handed to this waiter.
