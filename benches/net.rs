@@ -97,7 +97,7 @@ const SERVERS: [&str; 4] = ["spread", "unpinned", "reuseport", "tokio"];
 fn start(case: &str, which: &str, addr: SocketAddr) -> (Server, SocketAddr) {
     let echo_conn = {
         let served = Arc::new(AtomicU64::new(0));
-        move |c| echo::connection(c, served.clone())
+        move |c| echo::connection(c, served.clone(), None)
     };
     match (case, which) {
         ("echo", "tokio") => {
@@ -117,7 +117,7 @@ fn start(case: &str, which: &str, addr: SocketAddr) -> (Server, SocketAddr) {
             };
             let (rt, a) = match case {
                 "echo" => ours_server(spread, pin, addr, echo_conn),
-                "http" => ours_server(spread, pin, addr, http::connection),
+                "http" => ours_server(spread, pin, addr, |c| http::connection(c, None)),
                 _ => panic!("unknown case {case:?}: echo or http"),
             };
             (Box::new(rt) as Server, a)

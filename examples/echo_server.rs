@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stop = rt.spawn::<(i32,)>(serve::until_signal(signals));
     let served2 = served.clone();
     let (addr, accepting) = serve::listen(&rt, addr, spread, move |conn| {
-        echo::connection_idle(conn, served2.clone(), idle)
+        echo::connection(conn, served2.clone(), idle)
     })?;
     println!(
         "echo server on {addr} with {} loops ({spread:?}); Ctrl-C to stop",

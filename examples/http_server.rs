@@ -62,8 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("{e}");
         std::process::exit(2)
     });
-    let (addr, accepting) =
-        serve::listen(&rt, addr, spread, move |c| http::connection_idle(c, idle))?;
+    let (addr, accepting) = serve::listen(&rt, addr, spread, move |c| http::connection(c, idle))?;
     println!(
         "http server on http://{addr} with {} loops ({spread:?}); Ctrl-C to stop",
         rt.loops()

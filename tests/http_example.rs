@@ -500,7 +500,7 @@ fn input_split_anywhere_is_answered_as_if_it_came_whole() {
 fn exchange(request: Vec<u8>) -> (io::Result<()>, io::Result<usize>, String) {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, conn) = tcp::pair();
-    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    let p = http::connection(conn.take().unwrap(), None).promise::<()>(&mut tool);
     let peer = std::thread::spawn(move || {
         let sent = client
             .write_all(&request)
@@ -578,7 +578,7 @@ fn a_refused_client_that_neither_sends_nor_closes_is_let_go() {
     client
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n")
         .unwrap();
-    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    let p = http::connection(conn.take().unwrap(), None).promise::<()>(&mut tool);
     run_within(&mut tool, &p, Duration::from_secs(30));
     let mut got = String::new();
     client.read_to_string(&mut got).unwrap();
@@ -594,7 +594,7 @@ fn a_refused_client_that_keeps_sending_is_cut_off() {
     client
         .write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n")
         .unwrap();
-    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    let p = http::connection(conn.take().unwrap(), None).promise::<()>(&mut tool);
     let mut sender = client.try_clone().unwrap();
     let flood = std::thread::spawn(move || {
         let chunk = [b'x'; 64 * 1024];
@@ -622,7 +622,7 @@ fn a_close_the_client_asked_for_does_not_linger() {
     client
         .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
-    let p = http::connection(conn.take().unwrap()).promise::<()>(&mut tool);
+    let p = http::connection(conn.take().unwrap(), None).promise::<()>(&mut tool);
     // The request is there already: the flow ends without waiting for
     // the client (who neither sends nor closes) or a timer.
     for _ in 0..1000 {
@@ -707,7 +707,7 @@ fn an_idle_client_is_let_go_with_an_idle_limit() {
     let (mut client, conn) = tcp::pair();
     client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
     let idle = Some(Duration::from_millis(100));
-    let p = http::connection_idle(conn.take().unwrap(), idle).promise::<()>(&mut tool);
+    let p = http::connection(conn.take().unwrap(), idle).promise::<()>(&mut tool);
     run_within(&mut tool, &p, Duration::from_secs(30));
     tool.block_on(p).unwrap();
     let mut got = String::new();

@@ -109,7 +109,8 @@ pub fn tcp_echo() -> Make {
         match side {
             Side::Ours => {
                 let served = Arc::new(AtomicU64::new(0));
-                let (rt, addr) = ours_server(ctx, move |c| echo::connection(c, served.clone()));
+                let (rt, addr) =
+                    ours_server(ctx, move |c| echo::connection(c, served.clone(), None));
                 from_fn(move || {
                     let _keep = &rt;
                     Batch {
@@ -138,7 +139,7 @@ pub fn http() -> Make {
         let ops = (conns * reqs) as u64;
         match side {
             Side::Ours => {
-                let (rt, addr) = ours_server(ctx, http::connection);
+                let (rt, addr) = ours_server(ctx, |c| http::connection(c, None));
                 from_fn(move || {
                     let _keep = &rt;
                     Batch {

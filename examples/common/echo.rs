@@ -9,19 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// One connection: read what arrives, write it back, until end of stream
-/// (one step per round trip: `serve_stream`).
-#[allow(dead_code)] // the echo server itself passes its idle limit
-pub fn connection(conn: TcpStream, served: Arc<AtomicU64>) -> AsyncSteps {
-    connection_idle(conn, served, None)
-}
-
-/// [`connection`], closed quietly when the client sends nothing (or reads
-/// nothing of a blocked reply) for `idle`.
-pub fn connection_idle(
-    conn: TcpStream,
-    served: Arc<AtomicU64>,
-    idle: Option<Duration>,
-) -> AsyncSteps {
+/// (one step per round trip: `serve_stream`); with an `idle` limit, closed
+/// quietly when the client sends nothing (or reads nothing of a blocked
+/// reply) for that long.
+pub fn connection(conn: TcpStream, served: Arc<AtomicU64>, idle: Option<Duration>) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
     root.add_catch(

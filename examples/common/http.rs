@@ -380,16 +380,10 @@ fn respond(out: &mut Vec<u8>, status: &str, body: &[u8], head_only: bool, close:
 /// One connection: answer every complete request that has arrived, write
 /// the responses, read more (one step per request: `serve_stream`). When
 /// it closes with input unanswered (a refusal, or requests after one
-/// that closes), it closes in stages ([`linger`]).
-#[allow(dead_code)] // the server itself passes its idle limit
-pub fn connection(conn: TcpStream) -> AsyncSteps {
-    connection_idle(conn, None)
-}
-
-/// [`connection`], closed quietly when the client sends nothing (no
-/// request, or not the rest of one) or reads nothing of a blocked answer
-/// for `idle`.
-pub fn connection_idle(conn: TcpStream, idle: Option<Duration>) -> AsyncSteps {
+/// that closes), it closes in stages ([`linger`]). With an `idle` limit,
+/// it is closed quietly when the client sends nothing (no request, or not
+/// the rest of one) or reads nothing of a blocked answer for that long.
+pub fn connection(conn: TcpStream, idle: Option<Duration>) -> AsyncSteps {
     let conn = TakeOnce::new(conn);
     let mut root = AsyncSteps::new();
     root.add_catch(

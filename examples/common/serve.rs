@@ -183,10 +183,11 @@ pub fn end_quietly_on_peer_error(
 }
 
 /// The idle limit of a served connection: `--idle-timeout=SECS` on the
-/// command line (fractions allowed); none without it. A client that sends nothing, or stops reading its replies,
-/// for that long is let go; without a limit it holds its connection (a
-/// socket, its buffers) for good. Each wait then has a timer, which the
-/// benchmarks leave out as their tokio peers have no limit either.
+/// command line (fractions allowed); none without it. A client that sends
+/// nothing, or stops reading its replies, for that long is let go; without
+/// a limit it holds its connection (a socket, its buffers) for good. Each
+/// wait then has a timer, which the benchmarks leave out as their tokio
+/// peers have no limit either.
 pub fn idle_from_args() -> Result<Option<Duration>, String> {
     let value = std::env::args().find_map(|a| a.strip_prefix("--idle-timeout=").map(str::to_owned));
     match value {
