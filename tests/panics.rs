@@ -22,13 +22,15 @@
 //! One more test checks that a flow ended by a panicking `Drop` still
 //! drops the other values it held.
 
+mod common;
+
 use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::{codes, AsyncSteps, Error, ExternalHandle, FromArgs, Promise, TestTool};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, Once};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -37,26 +39,6 @@ const BOOM: &str = "boom:";
 
 /// How long a runtime test waits for a flow before it calls it a hang.
 const HANG: Duration = Duration::from_secs(20);
-
-/// Keeps the default panic hook from printing the panics raised on
-/// purpose (they are expected, and the loops catch them); every other
-/// panic, an assertion included, is printed as usual.
-fn quiet_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let p = info.payload();
-            let msg = p
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(String::as_str));
-            if !msg.is_some_and(|m| m.starts_with(BOOM)) {
-                default(info);
-            }
-        }));
-    });
-}
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
@@ -316,7 +298,7 @@ struct ToolRun {
 
 /// Parks three bystanders, runs the panicking flow of `case` to its end.
 fn run_case_on_test_tool(case: Case) -> ToolRun {
-    quiet_panics();
+    common::hide_panics(BOOM);
     let mut tool = TestTool::new();
     let reports = hook(&mut tool);
     let log = Log::default();
@@ -443,7 +425,7 @@ impl Drop for Counted {
 /// a value on an outer step's stack and a value in its state.
 #[test]
 fn test_tool_a_flow_ended_by_a_panicking_drop_releases_its_other_values() {
-    quiet_panics();
+    common::hide_panics(BOOM);
     let mut tool = TestTool::new();
     let drops = Arc::new(AtomicUsize::new(0));
     let d = drops.clone();
@@ -495,7 +477,7 @@ struct RtRun {
 
 /// The panicking flow runs on loop 0; two bystanders wait on each loop.
 fn run_case_on_runtime(case: Case) -> RtRun {
-    quiet_panics();
+    common::hide_panics(BOOM);
     let reports = Log::default();
     let r = reports.clone();
     let rt = Runtime::builder()

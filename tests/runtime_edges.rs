@@ -219,19 +219,6 @@ impl Drop for Boom {
     }
 }
 
-/// Keeps the `Boom` panics off the output; others still print.
-fn quiet_booms() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if info.payload().downcast_ref::<&str>() != Some(&"drop of a queued flow's value") {
-                default(info);
-            }
-        }));
-    });
-}
-
 /// Flows queued on a loop and never started, two of them holding values
 /// whose `Drop`s panic, one of those in each of its two steps: at shutdown
 /// every one of them is answered `Canceled` and the process goes on. (A
@@ -239,7 +226,7 @@ fn quiet_booms() {
 /// unanswered; two in one flow's steps aborted the process.)
 #[test]
 fn queued_flows_holding_panicking_values_are_all_canceled_at_shutdown() {
-    quiet_booms();
+    hide_panics("drop of a queued flow's value");
     let rt = one_loop().build().unwrap();
     let h = rt.handle();
     let (tx, rx) = mpsc::channel();
@@ -321,7 +308,7 @@ fn block_on_of_a_queued_runtime_flow_from_its_loop_thread_fails_at_once() {
 /// every flow on it).
 #[test]
 fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_alive() {
-    quiet_booms();
+    hide_panics("drop of a queued flow's value");
     let rt = one_loop().build().unwrap();
     let h = rt.handle();
     let mut root = AsyncSteps::new();
@@ -358,7 +345,7 @@ impl Drop for Tracked {
 /// too (the map's own drop stopped at the panic and leaked the rest).
 #[test]
 fn a_discarded_flow_drops_every_state_value_despite_a_panicking_one() {
-    quiet_booms();
+    hide_panics("drop of a queued flow's value");
     let rt = one_loop().build().unwrap();
     let h = rt.handle();
     let drops = Arc::new(AtomicUsize::new(0));

@@ -81,3 +81,24 @@ pub fn assert_internal(e: &Error, info: &str) {
     assert_eq!(e.code(), codes::INTERNAL_ERROR, "error: {e}");
     assert_eq!(e.info(), Some(info), "error: {e}");
 }
+
+/// Keeps the default panic hook from printing the panics a test binary
+/// raises on purpose: those whose message starts with `prefix` (one prefix
+/// per binary: the hook is set once). Every other panic, a failed
+/// assertion included, is printed as usual.
+pub fn hide_panics(prefix: &'static str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let p = info.payload();
+            let msg = p
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| p.downcast_ref::<String>().map(String::as_str));
+            if !msg.is_some_and(|m| m.starts_with(prefix)) {
+                default(info);
+            }
+        }));
+    });
+}
