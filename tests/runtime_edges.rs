@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::runtime::Runtime;
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TestTool};
+use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TakeOnce, TestTool};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -302,26 +302,17 @@ fn block_on_of_a_queued_runtime_flow_from_its_loop_thread_fails_at_once() {
     );
 }
 
-/// A queued flow holding a value whose `Drop` panics, cancelled before it
-/// starts: it is answered `Canceled`, and its loop goes on serving (the
-/// panic used to unwind out of the loop, which then stopped and cancelled
-/// every flow on it).
-#[test]
-fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_alive() {
+/// Spawns `child` from a step of a one-loop runtime and cancels it before
+/// that loop (busy running the step) can start it: the child is answered
+/// `Canceled`, and the loop goes on serving.
+fn cancel_before_it_starts(child: AsyncSteps) {
     hide_panics("drop of a queued flow's value");
     let rt = one_loop().build().unwrap();
     let h = rt.handle();
+    let child = TakeOnce::new(child);
     let mut root = AsyncSteps::new();
     root.add(move |s, ()| {
-        let mut child = AsyncSteps::new();
-        let b = Boom;
-        child.add(move |s, ()| {
-            let _keep = &b;
-            s.success((1u8,))
-        });
-        // Queued on this loop, which is busy running this step: the
-        // cancel comes before it can start.
-        let p = h.spawn::<(u8,)>(child);
+        let p = h.spawn::<()>(child.take()?);
         p.cancel();
         s.await_future(p);
         Ok(())
@@ -329,6 +320,20 @@ fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_aliv
     let got = rt.spawn::<()>(root).wait().map_err(|e| e.code().to_owned());
     assert_eq!(got, Err(codes::CANCELED.to_owned()));
     assert_eq!(four(&rt), Ok(4), "the loop still serves");
+}
+
+/// A queued flow holding a value whose `Drop` panics, cancelled before it
+/// starts: its loop goes on serving (the panic used to unwind out of the
+/// loop, which then stopped and cancelled every flow on it).
+#[test]
+fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_alive() {
+    let mut child = AsyncSteps::new();
+    let b = Boom;
+    child.add(move |s, ()| {
+        let _keep = &b;
+        s.success((1u8,))
+    });
+    cancel_before_it_starts(child);
 }
 
 /// Counts its drops.
@@ -345,28 +350,15 @@ impl Drop for Tracked {
 /// too (the map's own drop stopped at the panic and leaked the rest).
 #[test]
 fn a_discarded_flow_drops_every_state_value_despite_a_panicking_one() {
-    hide_panics("drop of a queued flow's value");
-    let rt = one_loop().build().unwrap();
-    let h = rt.handle();
     let drops = Arc::new(AtomicUsize::new(0));
-    let d = drops.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
-        let mut child = AsyncSteps::new();
-        child.state().set("boom", Boom);
-        for i in 0..8 {
-            child
-                .state()
-                .set(format!("tracked {i}"), Tracked(d.clone()));
-        }
-        child.add(|_, ()| Ok(()));
-        let p = h.spawn::<()>(child);
-        p.cancel();
-        s.await_future(p);
-        Ok(())
-    });
-    let got = rt.spawn::<()>(root).wait().map_err(|e| e.code().to_owned());
-    assert_eq!(got, Err(codes::CANCELED.to_owned()));
+    let mut child = AsyncSteps::new();
+    child.state().set("boom", Boom);
+    for i in 0..8 {
+        child
+            .state()
+            .set(format!("tracked {i}"), Tracked(drops.clone()));
+    }
+    child.add(|_, ()| Ok(()));
+    cancel_before_it_starts(child);
     assert_eq!(drops.load(Ordering::SeqCst), 8);
-    assert_eq!(four(&rt), Ok(4), "the loop still serves");
 }
