@@ -366,6 +366,41 @@ fn cancel_through_flow_handle_from_another_thread() {
     assert_eq!(entries(&l), ["inner cancel", "outer cancel"]);
 }
 
+/// Flow keys are per loop, so two loops' first flows may share one: a
+/// `FlowHandle` cancels on its own loop only. Once that loop is gone,
+/// `cancel()` does nothing and `is_same_thread()` still answers.
+#[test]
+fn flow_handle_cancels_on_its_own_loop_and_outlives_it() {
+    let (mut a, mut b) = (TestTool::new(), TestTool::new());
+    let waiting = || {
+        let mut root = AsyncSteps::new();
+        root.add(|s, ()| {
+            s.wait_external();
+            Ok(())
+        });
+        root
+    };
+    let ha = waiting().execute(&mut a);
+    let pb = waiting().promise::<()>(&mut b);
+    a.run_all();
+    b.run_all();
+    assert_eq!((a.stats().flows, b.stats().flows), (1, 1));
+    ha.cancel();
+    a.run_all();
+    b.run_all();
+    assert_eq!((a.stats().flows, b.stats().flows), (0, 1));
+    assert!(ha.is_same_thread());
+    drop(a);
+    ha.cancel();
+    b.run_all();
+    assert_eq!(b.stats().flows, 1);
+    let hb = waiting().execute(&mut b);
+    drop(b);
+    hb.cancel();
+    assert!(hb.is_same_thread());
+    drop(pb);
+}
+
 #[test]
 fn promise_cancel_before_the_flow_starts() {
     // Same thread, before the loop ran the flow.

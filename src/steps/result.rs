@@ -472,6 +472,10 @@ impl<T: FromArgs> Future for Promise<T> {
 
 /// A light handle of a started root flow: cancel it from any thread.
 ///
+/// It does not keep the flow or its loop alive, and making or dropping
+/// one costs no atomic operation (it names its loop by id, see
+/// `cancel`): a flow started and left to run pays nothing for it.
+///
 /// ```
 /// use futoin_asyncsteps::{AsyncSteps, TestTool};
 /// let mut tool = TestTool::new();
@@ -486,7 +490,10 @@ impl<T: FromArgs> Future for Promise<T> {
 /// ```
 #[derive(Clone)]
 pub struct FlowHandle {
-    pub(crate) shared: Arc<Shared>,
+    /// The loop's `Shared::id` (looked up in `tool::registry`).
+    pub(crate) loop_id: u64,
+    /// The loop's owner thread (`Shared::owner_mark`).
+    pub(crate) thread_mark: usize,
     pub(crate) key: FlowKey,
 }
 
@@ -498,14 +505,22 @@ impl std::fmt::Debug for FlowHandle {
 
 impl FlowHandle {
     /// Cancels the flow (spec root `cancel()`): on its next turn its cancel
-    /// callbacks run innermost first and it ends. Never blocks.
+    /// callbacks run innermost first and it ends. It does not wait for
+    /// that. A flow that has ended, or whose loop is gone, is left as it
+    /// is.
+    ///
+    /// The loop is found through a process-wide table of live loops, read
+    /// under a read lock that is written only while a loop is made or
+    /// dropped.
     pub fn cancel(&self) {
-        self.shared.send(Msg::Cancel(self.key));
+        if let Some(shared) = crate::tool::registry::lookup(self.loop_id) {
+            shared.send(Msg::Cancel(self.key));
+        }
     }
 
     /// True on the flow's loop thread.
     pub fn is_same_thread(&self) -> bool {
-        self.shared.is_same_thread()
+        self.thread_mark == crate::tool::shared::thread_mark()
     }
 }
 

@@ -6,6 +6,7 @@ pub mod async_tool;
 pub mod handle;
 pub(crate) mod handshake;
 pub(crate) mod prefetch;
+pub(crate) mod registry;
 pub mod scheduler;
 pub(crate) mod shared;
 pub(crate) mod timers;

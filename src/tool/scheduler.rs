@@ -498,7 +498,8 @@ impl Scheduler {
         self.peak_flows = self.peak_flows.max(self.flows.len());
         self.queue.push_back(Entry::Flow(key));
         FlowHandle {
-            shared: self.shared.clone(),
+            loop_id: self.shared.id,
+            thread_mark: self.shared.owner_mark(),
             key,
         }
     }

@@ -93,6 +93,12 @@ pub(crate) struct Shared {
     thread: std::thread::Thread,
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        crate::tool::registry::unregister(self.id);
+    }
+}
+
 /// Answers a message whose loop is gone: a flow waiting for a result gets
 /// `Canceled`; anything else is dropped.
 fn settle(msg: Msg) {
@@ -165,7 +171,7 @@ static NEXT_LOOP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 
 impl Shared {
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Shared {
+        let s = Arc::new(Shared {
             inbox: Injector::new(),
             local: UnsafeCell::new(VecDeque::new()),
             waker: OnceLock::new(),
@@ -173,7 +179,15 @@ impl Shared {
             thread_mark: thread_mark(),
             id: NEXT_LOOP.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             thread: std::thread::current(),
-        })
+        });
+        crate::tool::registry::register(&s);
+        s
+    }
+
+    /// Identity of the owner thread (what [`thread_mark`] gives there).
+    #[inline]
+    pub(crate) fn owner_mark(&self) -> usize {
+        self.thread_mark
     }
 
     pub(crate) fn set_waker(&self, w: mio::Waker) {
