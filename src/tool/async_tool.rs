@@ -149,12 +149,15 @@ impl AsyncTool {
         // A busy loop never blocks in poll: look for I/O each turn while
         // steps wait for it, except right after the blocking poll that
         // ended the previous turn (the turn after this one polls again).
-        let mut io = 0;
+        let (mut io, mut woken) = (0, false);
         if self.sched.io_waits() > 0 && !std::mem::take(&mut self.just_polled) {
-            io = self.poll_io(Some(Duration::ZERO))?;
+            (io, woken) = self.poll_io(Some(Duration::ZERO))?;
         }
         let n = self.sched.run_pass() + io;
-        if n > 0 || self.sched.has_immediates() {
+        // A wake-up this poll took (the waker's event is edge-triggered:
+        // reported once) is not slept through: a `block_on` waker, which
+        // does not go through the inbox's handshake, relies on it.
+        if n > 0 || woken || self.sched.has_immediates() {
             self.sched.busy();
             return Ok(n);
         }
@@ -189,7 +192,7 @@ impl AsyncTool {
                     park(wait);
                     Ok(0)
                 }
-                Sleep::Poll => self.poll_io(wait),
+                Sleep::Poll => self.poll_io(wait).map(|(n, _)| n),
             };
             self.sched.shared.woke();
             io = r?;
@@ -200,22 +203,25 @@ impl AsyncTool {
     }
 
     /// Polls the reactor for up to `wait` and completes the steps whose
-    /// sources are ready; returns how many events it handled.
-    fn poll_io(&mut self, wait: Option<Duration>) -> io::Result<usize> {
+    /// sources are ready; returns how many events it handled, and whether
+    /// the loop's waker fired.
+    fn poll_io(&mut self, wait: Option<Duration>) -> io::Result<(usize, bool)> {
         match self.poll.poll(&mut self.events, wait) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok((0, false)),
             Err(e) => return Err(e),
         }
-        let mut n = 0;
+        let (mut n, mut woken) = (0, false);
         for ev in self.events.iter() {
-            if ev.token() != WAKER {
+            if ev.token() == WAKER {
+                woken = true;
+            } else {
                 self.sched.now = Instant::now();
                 self.sched.io_event(ev);
                 n += 1;
             }
         }
-        Ok(n)
+        Ok((n, woken))
     }
 
     /// Runs until no callback, timer, message or flow continuation is left.
@@ -398,6 +404,34 @@ mod tests {
         assert_eq!(tool.stats().io, 0);
         let wake = message(&tool);
         sleeps_as_and_wakes(&mut tool, Sleep::Park, wake);
+    }
+
+    /// A `block_on` waker writes the loop's waker directly (not through
+    /// the inbox's handshake). The busy I/O poll a turn starts with may
+    /// take that event (reported once: edge-triggered): the turn must then
+    /// not go to sleep, or `block_on` sleeps through its flow's end.
+    #[test]
+    fn a_wake_the_busy_io_poll_takes_is_not_slept_through() {
+        let mut tool = AsyncTool::new().unwrap();
+        let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut root = AsyncSteps::new();
+        let ln = crate::TakeOnce::new(listener);
+        root.add(move |s: &mut Step<'_>, ()| {
+            let l = s.stack(ln.take().expect("listener"));
+            s.wait_io(l, mio::Interest::READABLE)
+        });
+        let _p = root.promise::<()>(&mut tool);
+        tool.iterate(Some(Duration::ZERO)).unwrap();
+        assert_eq!(tool.stats().io, 1);
+        assert!(!tool.just_polled, "the next turn starts with a busy poll");
+        // What `LoopWake::wake` does, from the flow's end on another loop.
+        tool.sched.shared.wake_loop();
+        let start = Instant::now();
+        tool.iterate(Some(Duration::from_secs(10))).unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "slept through a wake"
+        );
     }
 
     #[test]
