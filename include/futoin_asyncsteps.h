@@ -293,7 +293,9 @@ struct FutoInAsyncStepsAPI_
             /* Index 19: roots only (a no-op on a step), any thread;
              * cancels a flow that still runs. */
             void (*free)(FutoInAsyncSteps* bsi);
-            /* Index 20..23: the AsyncTool of the flow's loop. Called off
+            /* Index 20..23: the AsyncTool of the flow's loop. In the
+             * step's callback and in its cancel callback they act at once
+             * (a cancel callback can cancel the step's timer). Called off
              * that loop's thread on a waiting step (or on a root that is
              * not running), the callback is still scheduled, but the
              * returned handle is empty: sched_is_valid() gives 0 and

@@ -18,6 +18,7 @@ use crate::error::{Error, StepResult};
 use crate::steps::result::ExternalHandle;
 use crate::steps::step::Step;
 use crate::tool::handle::ToolHandle;
+use crate::tool::scheduler::Scheduler;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -72,6 +73,9 @@ pub(crate) struct StepBsi {
     pub(crate) par: Cell<Option<usize>>,
     /// Parallel handles made in this callback (released with it).
     pub(crate) children: RefCell<Vec<&'static StepBsi>>,
+    /// The loop while the step's cancel callback runs, else NULL: the
+    /// scheduling calls work there (see [`try_cancel_cb`]).
+    pub(crate) cancel_sched: Cell<*mut Scheduler>,
 }
 
 // SAFETY: other threads touch only the atomics and the mutexes; the Cell
@@ -140,6 +144,7 @@ impl StepBsi {
             waited: Cell::new(false),
             par: Cell::new(None),
             children: RefCell::new(Vec::new()),
+            cancel_sched: Cell::new(std::ptr::null_mut()),
         }
     }
 
@@ -223,23 +228,26 @@ fn release(b: &'static StepBsi) {
         b.ext.lock().take();
         b.tool.lock().take();
     }
-    release_children(b);
+    let _ = release_children(b);
     // After the pool is gone (thread exit) the handle just stays leaked.
     let _ = LOCAL.try_with(|l| l.pool.borrow_mut().push_back(b));
 }
 
-/// Releases the parallel handles made in `b`'s callback (most have none);
-/// the first call made on one of them from another thread, if any.
+/// Releases the parallel handles made in `b`'s callback (most have none):
+/// the first call made on one of them from another thread, if any, and
+/// the first error one of them recorded (a misuse made through a
+/// parallel's handle fails the step that made it).
 #[inline]
-fn release_children(b: &StepBsi) -> Option<&'static str> {
-    let mut off = None;
+fn release_children(b: &StepBsi) -> (Option<&'static str>, Option<Error>) {
+    let (mut off, mut failed) = (None, None);
     if !b.children.borrow().is_empty() {
         for c in b.children.take() {
             off = off.or_else(|| take_off_loop(c));
+            failed = failed.or_else(|| c.failed.take());
             release(c);
         }
     }
-    off
+    (off, failed)
 }
 
 /// Records a call made on `b`, a live handle, from a thread other than
@@ -307,8 +315,9 @@ impl Drop for Keep {
 /// or, for a waiting step, when the step ends.
 pub(crate) fn finish(s: &mut Step<'_>, b: &'static StepBsi) -> StepResult {
     b.cur.set(std::ptr::null_mut());
-    let off = release_children(b).or_else(|| take_off_loop(b));
-    let mut r = b.failed.take();
+    let (off, child_failed) = release_children(b);
+    let off = off.or_else(|| take_off_loop(b));
+    let mut r = b.failed.take().or(child_failed);
     if let Some(what) = off {
         // Whatever the callback did, the flow must not go on silently.
         r = Some(off_loop_error(what));
@@ -460,6 +469,37 @@ pub(crate) fn try_step<R>(
             None
         }
     }
+}
+
+/// Runs `f` on the loop of `p`'s step while that step's cancel callback
+/// runs on this thread (the engine hands the callback its loop), else
+/// None: the scheduling calls a cancel callback makes (typically
+/// cancelling the step's own timer) act at once, as in the step's
+/// callback.
+pub(crate) fn try_cancel_cb<R>(
+    p: *mut FutoInAsyncSteps,
+    f: impl FnOnce(&mut Scheduler) -> R,
+) -> Option<R> {
+    // SAFETY: as in `try_step`.
+    let b: &'static StepBsi = unsafe { get(p) }?;
+    if !b.live.load(Ordering::Acquire) || !b.on_loop() {
+        return None;
+    }
+    let sched = b.cancel_sched.get();
+    if sched.is_null() || LOCAL.try_with(|l| l.in_step.replace(true)).unwrap_or(true) {
+        return None;
+    }
+    // SAFETY: `cancel_sched` is set only while the step's cancel callback
+    // runs on this (the owner) thread, from the `&mut Scheduler` the
+    // engine gave that callback (`Step::set_cancel_sched`), and cleared
+    // when it returns; the engine does not use its reference meanwhile.
+    // `in_step` lets only one `&mut` made from it live at a time (a call
+    // back in from code `f` runs is refused above).
+    let sched = unsafe { &mut *sched };
+    let r = catch_unwind(AssertUnwindSafe(|| f(sched)));
+    let _ = LOCAL.try_with(|l| l.in_step.set(false));
+    // An engine panic must not cross into C: the call does nothing.
+    r.map_err(crate::steps::drop_caught::drop_payload).ok()
 }
 
 /// Runs `f` off the step's callback, with the step's external handle.

@@ -3,7 +3,8 @@
 use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
     bind, bind_child, catch_fn, exec_fn, fail_step, finish, flag_off_loop, get, mark_wait,
-    schedule_on, try_plain_step, try_step, with_ext, with_plain_step, with_step, SendPtr,
+    schedule_on, try_cancel_cb, try_plain_step, try_step, with_ext, with_plain_step, with_step,
+    SendPtr,
 };
 use super::root;
 use super::types::*;
@@ -13,7 +14,7 @@ use crate::error::Error;
 use crate::steps::parallel::Parallel;
 use crate::steps::result::ExternalHandle;
 use crate::steps::step::Step;
-use crate::tool::scheduler::{TaskHandle, TaskKey};
+use crate::tool::scheduler::{Scheduler, TaskHandle, TaskKey};
 use slotmap::{Key, KeyData};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -264,9 +265,16 @@ unsafe extern "C" fn set_cancel(p: *mut FutoInAsyncSteps, data: *mut c_void, ch:
             return;
         };
         let d = SendPtr(data);
-        // SAFETY: the user's cancel callback, with the step's handle (kept
-        // until the step ends, which is after its cancel callback).
-        s.set_cancel(move || unsafe { ch(b.ptr(), d.get()) });
+        // The loop is lent to the scheduling calls the callback makes
+        // (`try_cancel_cb`) while it runs.
+        s.set_cancel_sched(move |sched| {
+            b.cancel_sched.set(sched);
+            // SAFETY: the user's cancel callback, with the step's handle
+            // (kept until the step ends, which is after its cancel
+            // callback).
+            unsafe { ch(b.ptr(), d.get()) };
+            b.cancel_sched.set(std::ptr::null_mut());
+        });
         mark_wait(s, b);
     });
 }
@@ -432,9 +440,9 @@ unsafe extern "C" fn free(_p: *mut FutoInAsyncSteps) {
     // A step's handle is not the caller's to free: a no-op.
 }
 
-fn to_handle(s: &mut Step<'_>, t: TaskHandle) -> FutoInHandle {
+fn to_handle(sched: &Scheduler, t: TaskHandle) -> FutoInHandle {
     FutoInHandle {
-        data1: Arc::as_ptr(&s.sched.shared) as *mut c_void,
+        data1: Arc::as_ptr(&sched.shared) as *mut c_void,
         data2: std::ptr::null_mut(),
         data3: t.key().data().as_ffi() as isize,
     }
@@ -442,13 +450,24 @@ fn to_handle(s: &mut Step<'_>, t: TaskHandle) -> FutoInHandle {
 
 /// # Safety
 /// `h` is NULL or points to a `FutoInHandle`.
-unsafe fn from_handle(s: &mut Step<'_>, h: *mut FutoInHandle) -> Option<TaskHandle> {
+unsafe fn from_handle(sched: &Scheduler, h: *mut FutoInHandle) -> Option<TaskHandle> {
     // SAFETY: caller's contract.
     let h = unsafe { h.as_ref() }?;
-    std::ptr::eq(h.data1, Arc::as_ptr(&s.sched.shared) as *const c_void).then(|| {
-        s.sched
-            .handle_of(TaskKey::from(KeyData::from_ffi(h.data3 as u64)))
-    })
+    std::ptr::eq(h.data1, Arc::as_ptr(&sched.shared) as *const c_void)
+        .then(|| sched.handle_of(TaskKey::from(KeyData::from_ffi(h.data3 as u64))))
+}
+
+/// Sets a task on `sched` (the step's loop): `call` now or after `delay`.
+fn schedule_here(
+    sched: &mut Scheduler,
+    delay: Option<u32>,
+    call: impl FnOnce() + 'static,
+) -> FutoInHandle {
+    let t = match delay {
+        None => sched.immediate(move |_| call()),
+        Some(ms) => sched.deferred(Duration::from_millis(ms.into()), move |_| call()),
+    };
+    to_handle(sched, t)
 }
 
 fn schedule(
@@ -472,15 +491,11 @@ fn schedule(
     let d = SendPtr(data);
     // SAFETY: the user's callback with its data, on the loop thread.
     let call = move || unsafe { cb(d.get()) };
-    let inside = try_step(p, |s, _| {
-        let t = match delay {
-            None => s.tool().immediate(move |_| call()),
-            Some(ms) => s
-                .tool()
-                .deferred(Duration::from_millis(ms.into()), move |_| call()),
-        };
-        to_handle(s, t)
-    });
+    let inside = match try_step(p, |s, _| schedule_here(s.tool(), delay, call)) {
+        Some(h) => return h,
+        // The step's cancel callback, on the loop thread.
+        None => try_cancel_cb(p, |sched| schedule_here(sched, delay, call)),
+    };
     if let Some(h) = inside {
         return h;
     }
@@ -514,21 +529,27 @@ unsafe extern "C" fn sched_deferred(
 unsafe extern "C" fn sched_cancel(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) {
     // From another thread a no-op, as the handles the scheduling calls give
     // there are empty (header, index 20..23).
-    try_step(p, |s, _| {
+    let cancel = |sched: &mut Scheduler| {
         // SAFETY: the caller's handle, or NULL.
-        if let Some(t) = unsafe { from_handle(s, h) } {
-            s.tool().cancel(t);
+        if let Some(t) = unsafe { from_handle(sched, h) } {
+            sched.cancel(t);
         }
-    });
+    };
+    if try_step(p, |s, _| cancel(s.tool())).is_none() {
+        // In the step's cancel callback: typically the step's own timer.
+        try_cancel_cb(p, cancel);
+    }
 }
 
 unsafe extern "C" fn sched_is_valid(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) -> c_int {
     // A query: from another thread it gives 0, as for an empty handle.
-    try_step(p, |s, _| {
+    let valid = |sched: &mut Scheduler| {
         // SAFETY: the caller's handle, or NULL.
-        unsafe { from_handle(s, h) }.is_some_and(|t| s.tool().is_valid(t)) as c_int
-    })
-    .unwrap_or(0)
+        unsafe { from_handle(sched, h) }.is_some_and(|t| sched.is_valid(t)) as c_int
+    };
+    try_step(p, |s, _| valid(s.tool()))
+        .or_else(|| try_cancel_cb(p, valid))
+        .unwrap_or(0)
 }
 
 unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {

@@ -99,14 +99,21 @@ pub unsafe extern "C" fn futoin_sync_free(sync: *mut FutoInSync) {
 /// `lock`/`unlock` called directly (not through `addSync`): this runtime's
 /// sync objects protect a section, so they are used with `addSync`.
 unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {
+    not_implemented(bsi, "lock()");
+}
+
+/// As `lock`: the section's end gives the slot back, not a call.
+unsafe extern "C" fn our_unlock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {
+    not_implemented(bsi, "unlock()");
+}
+
+/// Fails the step of `bsi` with `NotImplemented`: this runtime's sync
+/// objects are used through `addSync`, not called directly.
+fn not_implemented(bsi: *mut FutoInAsyncSteps, what: &'static str) {
     let info = "this runtime's sync objects are used through addSync(), not lock()/unlock()";
     // SAFETY: the handle the caller passed: NULL or readable up to `api`.
     if unsafe { is_ours(bsi) } {
-        fail_step(
-            bsi,
-            "lock()",
-            Error::with_info(codes::NOT_IMPLEMENTED, info),
-        );
+        fail_step(bsi, what, Error::with_info(codes::NOT_IMPLEMENTED, info));
     } else if let Some(he) =
         // SAFETY: a foreign handle (or NULL) and its table, as the spec
         // lays them out.
@@ -118,8 +125,6 @@ unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync
         unsafe { he(bsi, c"NotImplemented".as_ptr(), info.as_ptr()) };
     }
 }
-
-unsafe extern "C" fn our_unlock(_bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {}
 
 static OUR_SYNC_API: FutoInSyncAPI = FutoInSyncAPI {
     lock: Some(our_lock),
@@ -261,12 +266,20 @@ fn foreign(
         root_id: s.root_id(),
     });
     s.stack(guard.clone());
-    let g = guard.clone();
     s.add(move |s, _: Args| {
         // SAFETY: the foreign object's own lock.
-        let r = run_raw(s, |b| unsafe { lock(b, sync) });
-        g.locked.set(r.is_ok());
-        r
+        run_raw(s, |b| unsafe { lock(b, sync) })
+    });
+    // The lock step may wait (the object completes it when it grants the
+    // lock) and then fail, time out or be cancelled: the lock is held only
+    // once that step has succeeded, which this step records. It runs in
+    // the activation that completes the lock step (nothing comes between
+    // them but a step budget spent on the way), so an unlock is owed
+    // exactly when the lock was granted.
+    let g = guard.clone();
+    s.add(move |_, _: Args| {
+        g.locked.set(true);
+        Ok(())
     });
     section.add_to(s, args);
     s.add(move |s, a: Args| {

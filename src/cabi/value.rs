@@ -314,6 +314,10 @@ unsafe fn string_from_c(v: &FutoInBinaryValue, base: u8) -> Result<String, Strin
             Err("NULL string with a length".into())
         };
     }
+    /// The units at `p`: borrowed when `p` is aligned for `T`, else copied
+    /// unit by unit (the header puts no alignment rule on string data: a
+    /// STRING16 may sit at an odd offset of a byte buffer).
+    ///
     /// # Safety
     /// `n` units (or, for 0, units up to a zero) are readable at `p`
     /// while `_owner` is borrowed.
@@ -321,29 +325,33 @@ unsafe fn string_from_c(v: &FutoInBinaryValue, base: u8) -> Result<String, Strin
         p: *const T,
         n: usize,
         _owner: &FutoInBinaryValue,
-    ) -> &[T] {
+    ) -> std::borrow::Cow<'_, [T]> {
+        // SAFETY: caller's contract: unit `i` is readable (below `n`, or
+        // up to the terminating zero); `read_unaligned` needs no alignment.
+        let at = |i: usize| unsafe { p.add(i).read_unaligned() };
         let n = if n > 0 {
             n
         } else {
-            // SAFETY: caller's contract: NUL-terminated.
-            (0..)
-                .take_while(|&i| unsafe { *p.add(i) } != T::default())
-                .count()
+            (0..).take_while(|&i| at(i) != T::default()).count()
         };
-        // SAFETY: caller's contract: `n` units readable, owned by `_owner`
-        // (its cleanup has not run).
-        unsafe { std::slice::from_raw_parts(p, n) }
+        if p.is_aligned() {
+            // SAFETY: caller's contract: `n` units readable, owned by
+            // `_owner` (its cleanup has not run); `p` is aligned.
+            std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(p, n) })
+        } else {
+            std::borrow::Cow::Owned((0..n).map(at).collect())
+        }
     }
     match base {
         FTN_TYPE_STRING => {
             // SAFETY: the header's string contract for `v`.
             let b = unsafe { units(p.cast::<u8>(), n, v) };
-            std::str::from_utf8(b)
+            std::str::from_utf8(&b)
                 .map(str::to_owned)
                 .map_err(|e| format!("STRING is not valid UTF-8 ({e})"))
         }
         // SAFETY: as above.
-        FTN_TYPE_STRING16 => String::from_utf16(unsafe { units(p.cast::<u16>(), n, v) })
+        FTN_TYPE_STRING16 => String::from_utf16(&unsafe { units(p.cast::<u16>(), n, v) })
             .map_err(|_| "STRING16 is not valid UTF-16".to_string()),
         // SAFETY: as above.
         FTN_TYPE_STRING32 => unsafe { units(p.cast::<u32>(), n, v) }

@@ -35,13 +35,16 @@ pub(crate) const HOLDS: u8 = 8;
 /// The flags of a frame that may hold a sync object.
 pub(crate) const MAY_HOLD: u8 = IN_PLACE | HOLDS;
 
+/// A step's cancel callback; it gets the loop (see `Step::set_cancel_sched`).
+pub(crate) type CancelFn = Box<dyn FnOnce(&mut crate::tool::scheduler::Scheduler)>;
+
 /// Per-step data most steps never need, allocated on first use (from the
 /// loop's pool). Kept small, so a step with a cancel callback or a
 /// `stack()` value costs little; the rest sits in `Rare`. (A step's
 /// timeout is in its `Frame`: setting one needs no `Extra`.)
 #[derive(Default)]
 pub(crate) struct Extra {
-    pub cancel: Option<Box<dyn FnOnce()>>,
+    pub cancel: Option<CancelFn>,
     pub stack: Vec<Box<dyn Any>>,
     /// Allocated on first use; kept with the `Extra` when it is recycled.
     pub rare: Option<Box<Rare>>,

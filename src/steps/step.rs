@@ -555,6 +555,12 @@ impl<'a> Step<'a> {
     /// `setCancel`); it runs when the step is cancelled, times out, or an
     /// error unwinds through it. Disables implicit success.
     pub fn set_cancel(&mut self, on_cancel: impl FnOnce() + 'static) {
+        self.set_cancel_sched(move |_| on_cancel());
+    }
+
+    /// [`set_cancel`](Self::set_cancel) with a callback that gets the loop
+    /// (the C interface's scheduling calls work in a cancel callback).
+    pub(crate) fn set_cancel_sched(&mut self, on_cancel: impl FnOnce(&mut Scheduler) + 'static) {
         if !self.waiting_allowed("set_cancel() is not allowed in an error handler") {
             return;
         }

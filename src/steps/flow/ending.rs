@@ -98,7 +98,7 @@ impl Flow {
                 r.fut = None;
             }
             if let Some(c) = x.cancel.take() {
-                if let Err(p) = catch_unwind(AssertUnwindSafe(c)) {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| c(sched))) {
                     // The flow cannot go on unwinding as if the external
                     // activity were cancelled: it ends with InternalError,
                     // and `Scheduler::drive` tears down the rest.
