@@ -1,8 +1,9 @@
 //! C-interface edge cases (FTN12 2.7): scheduling calls in a cancel
 //! callback, misuse through a parallel's handle, a foreign sync object's
-//! lock that is never granted, string data at any alignment, and direct
-//! calls of this runtime's sync objects. Each test drives the function
-//! tables as a C program would and states the documented result.
+//! lock that is never granted, string data at any alignment, direct calls
+//! of this runtime's sync objects, and a stale `ForeignExternal`. Each
+//! test drives the function tables as a C program would and states the
+//! documented result.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -314,4 +315,75 @@ fn lock_and_unlock_called_directly_are_not_implemented() {
     }
     // SAFETY: the mutex made above; no flow uses it any more.
     unsafe { futoin_sync_free(MX.load(SeqCst)) };
+}
+
+// ---------------------------------------------------------------------------
+// A stale ForeignExternal reaches no other step
+// ---------------------------------------------------------------------------
+
+/// The handle address of flow A's step (recycled later), for flow B's body.
+static STALE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One iteration of flow B: the iteration that runs on the recycled handle
+/// waits, and reports that it does.
+unsafe extern "C" fn b_iteration(bsi: *mut FutoInAsyncSteps, data: *mut c_void, i: usize) {
+    // Only the first time: later iterations get that memory again.
+    if bsi as usize == STALE.load(SeqCst) && STALE.swap(0, SeqCst) != 0 {
+        call!(bsi, wait_external(bsi));
+        send(data, format!("iteration {i} waits on the recycled handle"));
+    }
+}
+
+unsafe extern "C" fn b_loop(bsi: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    call!(bsi, repeat(bsi, data, 2000, Some(b_iteration), null_mut()));
+}
+
+/// A step waits and times out; its event comes late, through the
+/// `ForeignExternal` it gave out, while the handle memory serves a waiting
+/// step of another flow (handles are recycled after a quarantine of 256).
+/// The late completion is refused; it used to complete the other step.
+#[test]
+fn a_late_completion_through_a_stale_foreign_external_is_refused() {
+    use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, ForeignRoot};
+    let fx = Fixture::new();
+    // SAFETY: a root made on the fixture's live runtime, owned here.
+    let mut a = unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(fx.rt)) }.unwrap();
+    let (htx, hrx) = std::sync::mpsc::channel();
+    a.add(move |s, ()| {
+        let h = s.wait_external();
+        s.set_timeout(std::time::Duration::from_millis(10));
+        htx.send((h, s.as_ptr() as usize)).unwrap();
+        Ok(())
+    });
+    let (etx, erx) = std::sync::mpsc::channel();
+    let flow_a = a.execute(move |e| etx.send(e.code().to_owned()).unwrap());
+    let (ext, ptr) = hrx.recv_timeout(SECS).unwrap();
+    assert_eq!(erx.recv_timeout(SECS).unwrap(), "Timeout");
+    assert!(!ext.is_valid());
+    STALE.store(ptr, SeqCst);
+    // Flow B: a loop whose iterations take handles until one gets A's,
+    // whose step then waits.
+    let (root, d) = (fx.root, fx.d());
+    call!(root, add(root, d, Some(b_loop), Some(report_error)));
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    let waiting = fx.rx.recv_timeout(SECS).unwrap();
+    assert!(
+        waiting.ends_with("waits on the recycled handle"),
+        "{waiting}"
+    );
+    // A's late event is refused, and B's step still waits.
+    assert!(!ext.is_valid(), "the stale handle is not valid again");
+    assert_eq!(ext.success((7i32,)).unwrap_err().code(), "InternalError");
+    assert_eq!(
+        ext.error("Boom", "late").unwrap_err().code(),
+        "InternalError"
+    );
+    let b = ptr as *mut FutoInAsyncSteps;
+    assert_eq!(call!(b, is_valid(b)), 1);
+    // B's own completion (from this thread, as allowed for a waiting
+    // step) ends its loop's iteration; the flow goes on to its end.
+    call!(b, success(b, null_mut()));
+    assert_eq!(fx.until_end(SECS), ["ok"]);
+    drop(flow_a);
 }

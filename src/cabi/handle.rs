@@ -597,6 +597,21 @@ fn plain<R>(
 
 /// Marks the step as waiting: its handle stays until the step ends, with
 /// the external handle and the loop for calls from outside the callback.
+/// The external handle of the waiting step behind `p`, if `p` is one of
+/// our step handles and its step waits: it refuses completions once that
+/// step has ended, even after the handle memory went to another step.
+///
+/// # Safety
+/// As [`get`].
+pub(crate) unsafe fn ext_of(p: *mut FutoInAsyncSteps) -> Option<ExternalHandle> {
+    // SAFETY: caller's contract.
+    let b = unsafe { get(p) }?;
+    if !b.live.load(Ordering::Acquire) {
+        return None;
+    }
+    b.ext.lock().clone()
+}
+
 pub(crate) fn mark_wait(s: &mut Step<'_>, b: &StepBsi) {
     if s.in_error_handler() {
         return; // the engine has recorded the misuse

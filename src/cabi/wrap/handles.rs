@@ -92,21 +92,29 @@ impl<'s> ForeignParallel<'s> {
 #[derive(Debug, Clone)]
 pub struct ForeignExternal {
     bsi: *mut FutoInAsyncSteps,
+    /// When the implementation is this crate's own: the step's external
+    /// handle, taken when it started waiting. Step handle memory is
+    /// recycled after a quarantine, so a late completion through `bsi`
+    /// could reach another step; this handle refuses it instead.
+    own: Option<crate::steps::result::ExternalHandle>,
 }
 
 // SAFETY: `wrap`'s contract: the implementation takes success/handle_error
 // of a waiting step from any thread, and calls on an ended step's handle
 // are harmless (this crate's own handles are never freed, only recycled
-// after a quarantine, and report `isValid() == 0` once stale).
+// after a quarantine; and for those, `own` answers instead of `bsi`).
 unsafe impl Send for ForeignExternal {}
-// SAFETY: as above; the handle holds no state of its own.
+// SAFETY: as above; `own` is `Send + Sync`.
 unsafe impl Sync for ForeignExternal {}
 
 impl ForeignExternal {
     /// # Safety
-    /// `bsi` is a step handle under `wrap`'s contract.
+    /// `bsi` is a step handle under `wrap`'s contract, whose step has just
+    /// started waiting.
     pub(super) unsafe fn new(bsi: *mut FutoInAsyncSteps) -> Self {
-        ForeignExternal { bsi }
+        // SAFETY: caller's contract (a handle readable up to `api`).
+        let own = unsafe { crate::cabi::handle::ext_of(bsi) };
+        ForeignExternal { bsi, own }
     }
 
     fn api(&self) -> &FutoInAsyncStepsAPI {
@@ -116,6 +124,9 @@ impl ForeignExternal {
 
     /// True while the step still waits (spec `isValid`).
     pub fn is_valid(&self) -> bool {
+        if let Some(h) = &self.own {
+            return h.is_valid();
+        }
         // SAFETY: as in `api`.
         self.api()
             .is_valid
@@ -131,11 +142,24 @@ impl ForeignExternal {
         if !self.is_valid() {
             return Err(Self::ended());
         }
-        let Some(success) = self.api().success else {
-            return Err(Error::internal("wrap: the implementation has no success"));
-        };
         let mut out = FutoInArgs::EMPTY;
         value::to_c(args.into_args(), &mut out);
+        if let Some(h) = &self.own {
+            // What the implementation's success() does with them off the
+            // callback, on the step's own handle: the values go through C
+            // as they would, and a value C cannot carry fails the step.
+            // SAFETY: `out` holds values as the header describes.
+            let r = match unsafe { value::from_c(&mut out) } {
+                Ok(a) => h.success(a),
+                Err(e) => h.fail(e),
+            };
+            value::reset_all(&mut out);
+            return r.map_err(|_| Self::ended());
+        }
+        let Some(success) = self.api().success else {
+            value::reset_all(&mut out);
+            return Err(Error::internal("wrap: the implementation has no success"));
+        };
         // SAFETY: as in `api`; `out` holds values as the header describes.
         unsafe { success(self.bsi, &mut out) };
         value::reset_all(&mut out);
@@ -149,6 +173,9 @@ impl ForeignExternal {
         code: impl Into<Cow<'static, str>>,
         info: impl Into<Cow<'static, str>>,
     ) -> Result<(), Error> {
+        if let Some(h) = &self.own {
+            return h.error(code, info).map_err(|_| Self::ended());
+        }
         if !self.is_valid() {
             return Err(Self::ended());
         }
