@@ -362,3 +362,53 @@ fn a_discarded_flow_drops_every_state_value_despite_a_panicking_one() {
     cancel_before_it_starts(child);
     assert_eq!(drops.load(Ordering::SeqCst), 8);
 }
+
+/// Loop 0's stats once `ready` holds for them (published after each turn),
+/// or the last ones seen after 10 s.
+fn stats_once(
+    rt: &Runtime,
+    ready: impl Fn(&futoin_asyncsteps::runtime::LoopStats) -> bool,
+) -> futoin_asyncsteps::runtime::LoopStats {
+    let start = Instant::now();
+    loop {
+        let st = rt.stats()[0].clone();
+        if ready(&st) || start.elapsed() > Duration::from_secs(10) {
+            return st;
+        }
+        thread::yield_now();
+    }
+}
+
+/// A flow cancelled before it started is answered without running: it is
+/// not counted as started (it was).
+#[test]
+fn started_leaves_out_flows_cancelled_before_they_started() {
+    let rt = one_loop().build().unwrap();
+    // Met twice: when the blocker runs, and when it may end.
+    let meet = Arc::new(std::sync::Barrier::new(2));
+    let m = meet.clone();
+    let mut blocker = AsyncSteps::new();
+    blocker.add(move |_, ()| {
+        m.wait();
+        m.wait();
+        Ok(())
+    });
+    let pb = rt.spawn::<()>(blocker);
+    meet.wait();
+    let cancelled: Vec<_> = (0..5)
+        .map(|_| {
+            let mut r = AsyncSteps::new();
+            r.add(|_, ()| panic!("a cancelled flow ran"));
+            let p = rt.spawn::<()>(r);
+            p.cancel();
+            p
+        })
+        .collect();
+    meet.wait();
+    pb.wait().unwrap();
+    for p in cancelled {
+        assert_eq!(p.wait().unwrap_err().code(), codes::CANCELED);
+    }
+    let st = stats_once(&rt, |st| st.steps >= 1 && st.flows == 0);
+    assert_eq!((st.steps, st.started), (1, 1));
+}

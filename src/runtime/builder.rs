@@ -85,6 +85,12 @@ const DEFAULT_SPIN: Duration = Duration::from_micros(10);
 /// (say `loops(usize::MAX)`) fails cleanly instead of exhausting threads.
 const MAX_LOOPS: usize = 1024;
 
+/// The default loop count on a machine of `cores` cores: one per core, at
+/// most [`MAX_LOOPS`] (a larger host gets that many rather than an error).
+fn default_loops(cores: usize) -> usize {
+    cores.clamp(1, MAX_LOOPS)
+}
+
 impl Builder {
     /// The defaults (see the type's docs).
     pub fn new() -> Self {
@@ -97,8 +103,8 @@ impl Builder {
         }
     }
 
-    /// Number of loops (threads); default: one per available core.
-    /// `build` refuses 0 and more than 1024.
+    /// Number of loops (threads); default: one per available core, at
+    /// most 1024. `build` refuses 0 and more than 1024.
     pub fn loops(mut self, n: usize) -> Self {
         self.loops = Some(n);
         self
@@ -171,7 +177,7 @@ impl Builder {
         super::check_thread_name(&self.name)?;
         let n = match self.loops {
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => default_loops(std::thread::available_parallelism().map_or(1, |n| n.get())),
         };
         if n == 0 || n > MAX_LOOPS {
             return Err(io::Error::new(
@@ -255,6 +261,14 @@ fn abort(go: Vec<mpsc::SyncSender<Option<Arc<Core>>>>, threads: Vec<std::thread:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_loop_count_is_one_per_core_up_to_the_cap() {
+        assert_eq!(default_loops(0), 1);
+        assert_eq!(default_loops(2), 2);
+        assert_eq!(default_loops(MAX_LOOPS), MAX_LOOPS);
+        assert_eq!(default_loops(4096), MAX_LOOPS);
+    }
 
     #[test]
     fn loops_spin_10_us_unless_told_otherwise() {

@@ -77,7 +77,9 @@ impl Job {
         Job { steps, state, done }
     }
 
-    fn start(mut self, tool: &mut AsyncTool) {
+    /// Starts the flow on `tool`; false when it was cancelled before it
+    /// started (it is answered, and does not run).
+    fn start(mut self, tool: &mut AsyncTool) -> bool {
         let done = self.done.take();
         if let Some(d) = &done {
             if d.cancel_requested() {
@@ -86,7 +88,7 @@ impl Job {
                     "flow cancelled before it started",
                 )));
                 self.discard();
-                return;
+                return false;
             }
         }
         let steps: SmallVec<[StepDef; 1]> =
@@ -97,6 +99,7 @@ impl Job {
             };
         let state = std::mem::take(&mut self.state);
         tool.start_parts(steps, state, done);
+        true
     }
 }
 
@@ -552,8 +555,9 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
                 .stolen
                 .fetch_add(stolen as u64, Ordering::Relaxed);
         }
-        me.counters.started.fetch_add(1, Ordering::Relaxed);
-        job.start(tool);
+        if job.start(tool) {
+            me.counters.started.fetch_add(1, Ordering::Relaxed);
+        }
         n += 1;
     }
     n

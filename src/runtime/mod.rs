@@ -94,7 +94,11 @@ pub struct LoopStats {
     pub timers: usize,
     /// Messages from other threads waiting in its inbox.
     pub inbox: usize,
-    /// Root flows it has started.
+    /// Root flows spawned on the runtime (`spawn`, `execute`, ...) that
+    /// it has started, its own and stolen ones; a flow cancelled before it
+    /// started is not counted, nor a flow started through its
+    /// [`loop_handle`](Runtime::loop_handle) (it counts in `flows` while
+    /// it runs).
     pub started: u64,
     /// Flows it took from peer loops' queues, counted when taken: a
     /// steal takes a batch, whose rest waits in this loop's own queue and
