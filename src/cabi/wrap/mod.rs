@@ -594,12 +594,20 @@ impl<'a> ForeignSteps<'a> {
     }
 
     /// Runs `f` on the flow's loop soon (AsyncTool `immediate`).
+    ///
+    /// `f` is dropped when it runs or when [`cancel_task`](Self::cancel_task)
+    /// takes it back. If the implementation drops the callback without
+    /// running it (its runtime is freed first), `f` and what it captured
+    /// are leaked: the binary interface's scheduling calls have no cleanup
+    /// to hand the data back.
     pub fn immediate(&mut self, f: impl FnOnce() + Send + 'static) -> ForeignTask {
         self.schedule(None, Box::new(f))
     }
 
     /// Runs `f` on the flow's loop after `delay` (AsyncTool `deferred`),
-    /// in whole milliseconds rounded up.
+    /// in whole milliseconds rounded up. As with
+    /// [`immediate`](Self::immediate), `f` is leaked if the implementation
+    /// drops the callback without running it.
     pub fn deferred(&mut self, delay: Duration, f: impl FnOnce() + Send + 'static) -> ForeignTask {
         self.schedule(Some(delay), Box::new(f))
     }
