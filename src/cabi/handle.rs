@@ -199,10 +199,17 @@ pub(crate) fn bind(s: &mut Step<'_>) -> &'static StepBsi {
     set_up(b, s)
 }
 
-/// [`bind`] for a handle made inside a running callback (a parallel's):
-/// what that callback was given stays valid.
-pub(crate) fn bind_child(s: &mut Step<'_>) -> &'static StepBsi {
-    set_up(LOCAL.with(acquire), s)
+/// [`bind`] for a handle made inside the running callback of `parent` (a
+/// parallel's): what that callback was given stays valid.
+///
+/// The new handle holds the parent's own step pointer, not one made from
+/// `s`: `s` is a reborrow that ends when this call returns, and a pointer
+/// made from it would be invalidated by the parent's next call (each makes
+/// a new `&mut` from the parent's pointer).
+pub(crate) fn bind_child(parent: &StepBsi, s: &mut Step<'_>) -> &'static StepBsi {
+    let c = set_up(LOCAL.with(acquire), s);
+    c.cur.set(parent.cur.get());
+    c
 }
 
 fn set_up(b: &'static StepBsi, s: &mut Step<'_>) -> &'static StepBsi {

@@ -64,7 +64,7 @@ unsafe extern "C" fn parallel(
             Some(eh) => s.parallel_catch(catch_fn(eh, d)).index(),
         };
         let idx = idx?;
-        let pb = bind_child(s);
+        let pb = bind_child(b, s);
         pb.par.set(Some(idx));
         b.children.borrow_mut().push(pb);
         Some(pb.ptr())
