@@ -3,8 +3,7 @@
 use crate::args::FromArgs;
 use crate::error::Error;
 use crate::steps::result::Promise;
-use crate::tool::scheduler::{Scheduler, Stats, MAX_DELAY};
-use crate::tool::shared::Batch;
+use crate::tool::scheduler::{Drain, Scheduler, Stats, MAX_DELAY};
 use crate::tool::timers::HORIZON;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
@@ -43,12 +42,13 @@ pub struct TestTool {
     turn: Option<Turn>,
 }
 
-/// One turn of a [`TestTool`], as a pass of an `AsyncTool`: the due timers
-/// join the queue, the messages waiting run, then one of the entries that
-/// were queued before them.
+/// One turn of a [`TestTool`], as a pass of an `AsyncTool`
+/// (`Scheduler::run_pass`): the due timers join the queue, the messages
+/// run (those waiting, then those sent meanwhile, up to `DRAIN_MAX`; see
+/// [`Drain`]), then the entries that were queued before them.
 struct Turn {
-    /// The messages that were waiting when the turn began, not run yet.
-    msgs: Batch,
+    /// The messages of the turn, not run yet.
+    msgs: Drain,
     /// Entries (cancelled ones included) queued when the turn began and not
     /// looked at yet.
     entries: usize,
@@ -89,12 +89,17 @@ impl TestTool {
     /// or else the earliest timer (moving the clock to it). False when
     /// nothing is pending.
     ///
-    /// Events run in turns, like the passes of an
-    /// [`AsyncTool`](crate::AsyncTool): a turn moves the due timers to the
-    /// queue, runs the messages that were waiting when it began (taking
-    /// turns between those of this thread and those of other threads),
-    /// then one of the entries that were queued before those messages ran.
-    /// What the turn sends or queues waits for the next turn.
+    /// Events run in turns, exactly as the passes of an
+    /// [`AsyncTool`](crate::AsyncTool) run them: a turn moves the due
+    /// timers to the queue, runs the messages that were waiting when it
+    /// began (taking turns between those of this thread and those of other
+    /// threads), then those sent meanwhile, batch after batch, until a
+    /// batch finds none or 64 have run, then every entry that was queued
+    /// before those messages ran. What the turn queues (a callback, a flow
+    /// a message started or resumed, a timer it set, even with a zero
+    /// delay) and the messages past the bound or sent while its entries
+    /// run wait for the next turn. Each call runs one event; the next call
+    /// goes on with the same turn.
     pub fn run_one(&mut self) -> bool {
         if self.run_ready_one() {
             return true;
@@ -147,7 +152,7 @@ impl TestTool {
                 sched.fire_timers();
                 Turn {
                     entries: sched.queued_entries(),
-                    msgs: sched.shared.batch(),
+                    msgs: Drain::new(&sched.shared),
                 }
             });
             if let Some(m) = t.msgs.next(&sched.shared) {
@@ -157,7 +162,6 @@ impl TestTool {
             while t.entries > 0 {
                 t.entries -= 1;
                 if sched.run_front() {
-                    *turn = None;
                     return true;
                 }
             }

@@ -9,7 +9,7 @@ use crate::steps::flow::{Flow, Resume};
 use crate::steps::frame::Extra;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, FlowHandle, WaitToken};
-use crate::tool::shared::{Msg, OwnerGuard, Shared};
+use crate::tool::shared::{Batch, Msg, OwnerGuard, Shared};
 use crate::tool::timers::Timers;
 use slotmap::{new_key_type, SlotMap};
 use smallvec::SmallVec;
@@ -78,6 +78,57 @@ pub(crate) const BURST: u32 = 1024;
 /// At most this many messages run in one pass of the loop
 /// ([`Scheduler::run_inbox`]).
 pub(crate) const DRAIN_MAX: usize = 64;
+
+/// The messages one pass runs (see [`Scheduler::run_inbox`]): the batch
+/// waiting when it starts, then those sent meanwhile, batch after batch,
+/// until a batch finds none or [`DRAIN_MAX`] have run. Taken one message
+/// at a time, so `TestTool` runs the same messages in a turn as
+/// `AsyncTool` does in a pass.
+pub(crate) struct Drain {
+    batch: Batch,
+    /// Messages taken so far.
+    ran: usize,
+    /// `ran` when `batch` was taken: a batch that gives nothing ends the
+    /// drain.
+    batch_start: usize,
+    /// Over: later messages wait for the next drain.
+    done: bool,
+}
+
+impl Drain {
+    /// A drain starting with the messages waiting now; owner thread only.
+    #[inline]
+    pub(crate) fn new(shared: &Shared) -> Self {
+        Drain {
+            batch: shared.batch(),
+            ran: 0,
+            batch_start: 0,
+            done: false,
+        }
+    }
+
+    /// The next message of the drain; `None` once it is over (and from
+    /// then on).
+    #[inline]
+    pub(crate) fn next(&mut self, shared: &Shared) -> Option<Msg> {
+        while !self.done {
+            if self.ran == DRAIN_MAX {
+                break;
+            }
+            if let Some(m) = self.batch.next(shared) {
+                self.ran += 1;
+                return Some(m);
+            }
+            if self.ran == self.batch_start {
+                break;
+            }
+            self.batch = shared.batch();
+            self.batch_start = self.ran;
+        }
+        self.done = true;
+        None
+    }
+}
 
 /// At most this many emptied `Extra`s are kept for reuse per loop (a few
 /// hundred bytes each).
@@ -717,8 +768,10 @@ impl Scheduler {
     }
 
     /// Runs the messages that wait when it starts (see [`Batch`]), then
-    /// those that came meanwhile, batch after batch, until
-    /// [`DRAIN_MAX`] have run; the rest wait for the next pass.
+    /// those that came meanwhile, batch after batch, until a batch finds
+    /// none or [`DRAIN_MAX`] have run; the rest wait for the next pass.
+    /// (The rule is [`Drain`]'s, which `TestTool` follows too, one message
+    /// at a time.)
     ///
     /// The bound keeps a flow that keeps sending itself messages (a future
     /// that wakes itself, a step completing its own external handle) from
@@ -727,24 +780,12 @@ impl Scheduler {
     /// keeps a chain of local hand-overs in one pass: a sync slot given to
     /// a waiter of this loop is a local message, and under contention one
     /// section's end grants the next.
-    ///
-    /// [`Batch`]: crate::tool::shared::Batch
     pub(crate) fn run_inbox(&mut self) -> usize {
-        let mut n = 0;
-        loop {
-            let mut batch = self.shared.batch();
-            let before = n;
-            while let Some(m) = batch.next(&self.shared) {
-                self.dispatch_one(m);
-                n += 1;
-                if n == DRAIN_MAX {
-                    return n;
-                }
-            }
-            if n == before {
-                return n;
-            }
+        let mut d = Drain::new(&self.shared);
+        while let Some(m) = d.next(&self.shared) {
+            self.dispatch_one(m);
         }
+        d.ran
     }
 
     /// Moves due timers to the immediate queue; returns how many.
@@ -813,7 +854,8 @@ impl Scheduler {
     /// [`run_inbox`](Self::run_inbox)), then the entries that were queued
     /// before the messages ran. What the pass queues (a flow a message
     /// started or resumed) and the messages past the bound wait for the
-    /// next pass, whose messages go first.
+    /// next pass, whose messages go first. `TestTool` runs its turns by
+    /// the same rule, one event at a time.
     pub(crate) fn run_pass(&mut self) -> usize {
         // A fired timer is counted when its entry runs (not when it is
         // queued as well).

@@ -363,12 +363,14 @@ impl Shared {
     }
 }
 
-/// The messages that were waiting when a drain of the inbox started: a
-/// drain takes these and no more, so a message sent while it runs (a future
-/// that wakes itself, an external completion made by a step, a message
-/// from another thread) waits for the next drain, after the due timers and
-/// the queued entries. It takes turns between the local queue and the
-/// injector, so neither kind waits behind a long run of the other.
+/// The messages that were waiting when a batch was taken: a batch takes
+/// these and no more, so a message sent while it runs (a future that wakes
+/// itself, an external completion made by a step, a message from another
+/// thread) waits for the next batch: the same pass takes it while fewer
+/// than `DRAIN_MAX` messages have run, else the next pass does, after the
+/// due timers and the queued entries (see `Drain`). It takes turns
+/// between the local queue and the injector, so neither kind waits behind
+/// a long run of the other.
 pub(crate) struct Batch {
     local: usize,
     remote: usize,

@@ -8,13 +8,15 @@
 //! Nothing here is optimised: frames are looked up by id, args
 //! travel with each transition, and every step gets its own frame.
 //!
-//! The loop around the flow is modelled as `TestTool` documents it: one
-//! event at a time, in turns. A turn moves the timers that are due to the
-//! back of the loop's queue, runs the messages that were waiting when it
-//! began (external completions and cancels are messages), then the first
-//! live entry of those that were queued before them; what the turn sends
-//! or queues waits for the next turn. When no turn finds anything, the
-//! clock jumps to the next timer.
+//! The loop around the flow is modelled as `TestTool` documents it (the
+//! passes of `AsyncTool`): one event at a time, in turns. A turn moves the
+//! timers that are due to the back of the loop's queue, runs the messages
+//! that were waiting when it began (external completions and cancels are
+//! messages), then those sent meanwhile, batch after batch, until a batch
+//! finds none or `DRAIN_MAX` have run, then every entry that was queued
+//! before those messages ran; what the turn queues, and the messages past
+//! the bound or sent while its entries run, wait for the next turn. When
+//! no turn finds anything, the clock jumps to the next timer.
 //! Timers are ordered by (time, creation order). The flow runs one
 //! *activation* per event: the event's own transition, then the strands
 //! that are ready, in FIFO order, until all wait or the activation's step
@@ -326,10 +328,22 @@ struct Call {
     added: bool,
 }
 
-/// What is left of a turn of the loop: messages and queue entries that
-/// were waiting when it began.
+/// At most this many messages run in one turn (engine choice: the loop's
+/// `DRAIN_MAX`).
+const DRAIN_MAX: usize = 64;
+
+/// What is left of a turn of the loop.
 struct Turn {
-    msgs: usize,
+    /// Messages of the current batch not run yet.
+    batch: usize,
+    /// Messages the turn has run.
+    ran: usize,
+    /// `ran` when the current batch was taken.
+    batch_start: usize,
+    /// The messages of the turn are over.
+    msgs_done: bool,
+    /// Queue entries that were waiting when the turn began, not looked at
+    /// yet.
     entries: usize,
 }
 
@@ -396,27 +410,42 @@ impl<'p> Model<'p> {
     }
 
     /// One event due now: the rest of the current turn, else a new turn
-    /// (due timers to the queue, then the messages waiting, then one of
-    /// the entries queued before them).
+    /// (due timers to the queue, then the messages waiting and those sent
+    /// meanwhile, batch after batch, up to `DRAIN_MAX`, then the entries
+    /// queued before them).
     fn run_ready_one(&mut self) -> bool {
         for _ in 0..2 {
             if self.turn.is_none() {
                 self.fire_due();
                 self.turn = Some(Turn {
-                    msgs: self.msgs.len(),
+                    batch: self.msgs.len(),
+                    ran: 0,
+                    batch_start: 0,
+                    msgs_done: false,
                     entries: self.queue.len(),
                 });
             }
+            let queued = self.msgs.len();
             let t = self.turn.as_mut().expect("a turn");
-            if t.msgs > 0 {
-                t.msgs -= 1;
-                self.run_msg();
-                return true;
+            while !t.msgs_done {
+                if t.ran == DRAIN_MAX {
+                    t.msgs_done = true;
+                } else if t.batch > 0 {
+                    t.batch -= 1;
+                    t.ran += 1;
+                    self.run_msg();
+                    return true;
+                } else if t.ran == t.batch_start {
+                    // A batch that found nothing.
+                    t.msgs_done = true;
+                } else {
+                    t.batch = queued;
+                    t.batch_start = t.ran;
+                }
             }
             while self.turn.as_ref().expect("a turn").entries > 0 {
                 self.turn.as_mut().expect("a turn").entries -= 1;
                 if self.run_front() {
-                    self.turn = None;
                     return true;
                 }
             }
