@@ -13,17 +13,21 @@
 //!   small heap of the timers pushed with a tick already `<= cur`. The
 //!   earliest due timer is the smaller of the two heads;
 //! - `slots`: a ring of `SLOTS` vectors, one per tick in
-//!   `(cur, cur + SLOTS)`, with a bitmap of the non-empty ones; inserting
-//!   is a `Vec::push`;
+//!   `(cur, cur + SLOTS)`, with a bitmap of the non-empty ones; each vector
+//!   is a small binary min-heap (inserting is a `Vec::push` and, for
+//!   timers set in time order, no sifting);
 //! - `far`: a heap for ticks `>= cur + SLOTS` (beyond ~4 s), moved into the
 //!   ring as `cur` gets near them.
 //!
-//! `peek`/`pop` return the exact minimum: when nothing is due the wheel
-//! first moves `cur` to the next non-empty tick and drains that slot. `cur`
-//! may run ahead of the loop's clock; due entries simply wait until their
-//! time comes, and a new timer whose tick is not past `cur` goes straight
-//! into `late`. Ties at the same instant keep their `order` (FIFO), as with
-//! a plain heap.
+//! Only [`pop_due`](Timers::pop_due), which is given the loop's clock,
+//! moves `cur`, and never past the clock's tick: it drains the slots up to
+//! that tick. `peek`/`pop` return the exact minimum without moving the
+//! wheel: when nothing is due, it is the top of the first non-empty slot
+//! (or of `far`). So `cur` follows the clock, and a timer set while a far
+//! one is pending (a long timeout) still goes into the ring, not into
+//! `late`. A timer whose tick is not past `cur` (a zero delay) goes into
+//! `late`. Ties at the same instant keep their `order` (FIFO), as with a
+//! plain heap.
 //!
 //! An entry keeps its instant as nanoseconds since the wheel's origin (a
 //! `u64`: exact, and enough for 584 years), so an entry is three words and
@@ -49,17 +53,24 @@ const NS_PER_TICK: u64 = 1_000_000;
 /// A min-queue of `(at, order, payload)`; see the module docs.
 pub(crate) struct Timers<T: Ord> {
     origin: Instant,
+    /// The last tick drained into `run` (or passed with nothing to drain):
+    /// never past the latest clock given to `pop_due`.
     cur: u64,
     /// Due entries from drained slots, in `(at, order)` order.
     run: VecDeque<Entry<T>>,
     /// Due entries pushed when their tick was already reached.
     late: BinaryHeap<Reverse<Entry<T>>>,
+    /// Min-heaps (see [`sift_up`]), one per tick.
     slots: Vec<Vec<Entry<T>>>,
     occupied: [u64; WORDS],
     far: BinaryHeap<Reverse<Entry<T>>>,
     len: usize,
     /// Entries in `slots` (so an empty ring is not scanned).
     in_slots: usize,
+    /// No slot holds a tick below this one, and it is past `cur`: where
+    /// the search for the first non-empty slot starts, so repeated peeks
+    /// do not scan the same empty slots again.
+    scan: u64,
     /// Buffers of slots drained into `run`, handed to the next slots that
     /// fill, so a steady load does not grow each slot's vector from empty
     /// again every millisecond.
@@ -95,6 +106,7 @@ impl<T: Ord> Timers<T> {
             far: BinaryHeap::new(),
             len: 0,
             in_slots: 0,
+            scan: 1,
             spare: Vec::new(),
         }
     }
@@ -140,8 +152,10 @@ impl<T: Ord> Timers<T> {
                 }
             }
             slot.push(e);
+            sift_up(slot);
             self.in_slots += 1;
             self.occupied[i / 64] |= 1 << (i % 64);
+            self.scan = self.scan.min(t);
         } else {
             self.far.push(Reverse(e));
         }
@@ -158,26 +172,48 @@ impl<T: Ord> Timers<T> {
         }
     }
 
-    /// The earliest entry (exact), moving the wheel forward as needed.
+    #[inline]
+    fn nothing_due(&self) -> bool {
+        self.run.is_empty() && self.late.is_empty()
+    }
+
+    /// The earliest entry (exact), without moving the wheel: the due
+    /// entries come before the ring's, which come before `far`'s.
     fn head(&mut self) -> Option<&Entry<T>> {
-        if self.run.is_empty() && self.late.is_empty() {
-            self.fill_due();
+        if !self.nothing_due() {
+            return if self.late_first() {
+                self.late.peek().map(|Reverse(e)| e)
+            } else {
+                self.run.front()
+            };
         }
-        if self.late_first() {
-            self.late.peek().map(|Reverse(e)| e)
-        } else {
-            self.run.front()
+        match self.next_occupied() {
+            // The slot's heap top.
+            Some(t) => self.slots[(t % SLOTS as u64) as usize].first(),
+            None => self.far.peek().map(|Reverse(e)| e),
         }
     }
 
+    /// Removes the entry [`head`](Self::head) returns, without moving the
+    /// wheel either.
     fn pop_entry(&mut self) -> Option<Entry<T>> {
-        if self.run.is_empty() && self.late.is_empty() {
-            self.fill_due();
-        }
-        let e = if self.late_first() {
-            self.late.pop()?.0
+        let e = if !self.nothing_due() {
+            if self.late_first() {
+                self.late.pop()?.0
+            } else {
+                self.run.pop_front()?
+            }
+        } else if let Some(t) = self.next_occupied() {
+            let i = (t % SLOTS as u64) as usize;
+            let slot = &mut self.slots[i];
+            let e = heap_pop(slot)?;
+            if slot.is_empty() {
+                self.occupied[i / 64] &= !(1 << (i % 64));
+            }
+            self.in_slots -= 1;
+            e
         } else {
-            self.run.pop_front()?
+            self.far.pop()?.0
         };
         self.len -= 1;
         Some(e)
@@ -197,9 +233,27 @@ impl<T: Ord> Timers<T> {
 
     /// Removes and returns the earliest timer if it is due at `now`
     /// (nanoseconds since the origin, from [`since_origin`](Self::since_origin)).
+    /// When nothing is due yet, the wheel moves up to `now`'s tick (and no
+    /// further), draining the slots on the way.
     #[inline]
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<T> {
-        if self.head()?.at > now {
+        if self.nothing_due() {
+            let t = now / NS_PER_TICK;
+            if t > self.cur {
+                self.advance_to(t);
+            }
+            // Whatever is left in the ring or in `far` is past `cur`,
+            // hence past `now`'s tick.
+            if self.nothing_due() {
+                return None;
+            }
+        }
+        let at = if self.late_first() {
+            self.late.peek()?.0.at
+        } else {
+            self.run.front()?.at
+        };
+        if at > now {
             return None;
         }
         self.pop_entry().map(|e| e.item)
@@ -217,6 +271,8 @@ impl<T: Ord> Timers<T> {
                     self.occupied[i / 64] &= !(1 << (i % 64));
                     // Give the memory of a big burst back.
                     s.shrink_to(16);
+                } else {
+                    heapify(s);
                 }
             }
         }
@@ -224,23 +280,15 @@ impl<T: Ord> Timers<T> {
         self.len = self.run.len() + self.late.len() + self.far.len() + self.in_slots;
     }
 
-    /// Nothing is due: move `cur` to the next tick that has timers and
-    /// drain it.
-    fn fill_due(&mut self) {
-        if let Some(t) = self.next_occupied() {
-            self.advance_to(t);
-        } else if let Some(Reverse(e)) = self.far.peek() {
-            let t = e.at / NS_PER_TICK;
-            self.advance_to(t);
-        }
-    }
-
-    /// The first non-empty slot's tick in `(cur, cur + SLOTS)`.
-    fn next_occupied(&self) -> Option<u64> {
+    /// The first non-empty slot's tick in `(cur, cur + SLOTS)`, searched
+    /// from `scan` (which it moves up to that tick).
+    fn next_occupied(&mut self) -> Option<u64> {
         if self.in_slots == 0 {
             return None;
         }
-        let start = ((self.cur + 1) % SLOTS as u64) as usize;
+        // The ring's ticks are in `[scan, cur + SLOTS)`, fewer than `SLOTS`:
+        // in the ring's order from `scan`'s index they come in tick order.
+        let start = (self.scan % SLOTS as u64) as usize;
         // Scan the bitmap from `start`, wrapping once.
         for k in 0..=WORDS {
             let w = (start / 64 + k) % WORDS;
@@ -254,7 +302,8 @@ impl<T: Ord> Timers<T> {
             if bits != 0 {
                 let i = w * 64 + bits.trailing_zeros() as usize;
                 let off = (i + SLOTS - start) % SLOTS;
-                return Some(self.cur + 1 + off as u64);
+                self.scan += off as u64;
+                return Some(self.scan);
             }
         }
         None
@@ -267,7 +316,7 @@ impl<T: Ord> Timers<T> {
         while let Some(s) = self.next_occupied().filter(|&s| s <= t) {
             let i = (s % SLOTS as u64) as usize;
             self.occupied[i / 64] &= !(1 << (i % 64));
-            self.cur = s;
+            self.set_cur(s);
             let mut v = std::mem::take(&mut self.slots[i]);
             self.in_slots -= v.len();
             v.sort_unstable();
@@ -284,9 +333,15 @@ impl<T: Ord> Timers<T> {
             self.pull_far();
         }
         if t > self.cur {
-            self.cur = t;
+            self.set_cur(t);
             self.pull_far();
         }
+    }
+
+    #[inline]
+    fn set_cur(&mut self, t: u64) {
+        self.cur = t;
+        self.scan = self.scan.max(t + 1);
     }
 
     fn pull_far(&mut self) {
@@ -303,116 +358,58 @@ impl<T: Ord> Timers<T> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    /// Random pushes and pops against a plain heap: the same order always.
-    #[test]
-    fn same_order_as_a_binary_heap() {
-        let origin = Instant::now();
-        let mut w: Timers<u32> = Timers::new(origin);
-        // The reference: a plain heap of (at, order, item).
-        let mut h: BinaryHeap<Reverse<(Instant, u64, u32)>> = BinaryHeap::new();
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let mut now_ms = 0u64;
-        let mut order = 0u64;
-        for round in 0..20_000u32 {
-            let r = rnd();
-            if r % 3 != 0 {
-                // Delays from 0 to ~20 s, clustered near the start.
-                let d = match r % 5 {
-                    0 => rnd() % 3,
-                    1 => rnd() % 100,
-                    2 => rnd() % 5_000,
-                    3 => rnd() % 20_000,
-                    _ => (rnd() % 2_000_000) / 1000,
-                };
-                let at = origin + Duration::from_micros(now_ms * 1000 + d * 1000 + rnd() % 1000);
-                order += 1;
-                w.push(at, order, round);
-                h.push(Reverse((at, order, round)));
-            } else if r % 9 == 0 {
-                // The scheduler's way: pop what is due at a clock time.
-                let now = origin + Duration::from_micros(now_ms * 1000 + rnd() % 3000);
-                let limit = w.since_origin(now);
-                loop {
-                    let want = match h.peek() {
-                        Some(Reverse((at, _, i))) if *at <= now => Some(*i),
-                        _ => None,
-                    };
-                    assert_eq!(w.pop_due(limit), want);
-                    if want.is_none() {
-                        break;
-                    }
-                    h.pop();
-                }
-            } else {
-                assert_eq!(
-                    w.peek().map(|(at, i)| (at, *i)),
-                    h.peek().map(|e| (e.0 .0, e.0 .2))
-                );
-                let a = w.pop();
-                let b = h.pop().map(|e| (e.0 .0, e.0 .2));
-                assert_eq!(a, b);
-                if let Some((at, _)) = a {
-                    now_ms = now_ms.max(at.duration_since(origin).as_millis() as u64);
-                }
-            }
-            assert_eq!(w.len(), h.len());
+/// Restores the min-heap order of `v` after a push onto its back. Timers
+/// set in time order land behind their parent and do not move.
+#[inline]
+fn sift_up<E: Ord>(v: &mut [E]) {
+    let Some(mut i) = v.len().checked_sub(1) else {
+        return;
+    };
+    while i > 0 {
+        let p = (i - 1) / 2;
+        if v[i] >= v[p] {
+            return;
         }
-        while let Some(Reverse((at, _, i))) = h.pop() {
-            assert_eq!(w.pop(), Some((at, i)));
-        }
-        assert!(w.pop().is_none());
-        assert_eq!(w.len(), 0);
-    }
-
-    #[test]
-    fn an_instant_past_the_horizon_counts_as_the_horizon() {
-        let origin = Instant::now();
-        let w: Timers<u32> = Timers::new(origin);
-        let end = HORIZON.as_nanos() as u64;
-        assert_eq!(w.since_origin(origin + HORIZON), end);
-        assert_eq!(w.since_origin(origin + HORIZON * 2), end);
-        assert_eq!(
-            w.since_origin(origin + HORIZON - Duration::from_nanos(1)),
-            end - 1
-        );
-    }
-
-    #[test]
-    fn retain_drops_what_is_not_kept_everywhere() {
-        let origin = Instant::now();
-        let mut w: Timers<u32> = Timers::new(origin);
-        for (i, ms) in [0u64, 5, 3000, 9000, 100_000].into_iter().enumerate() {
-            w.push(origin + Duration::from_millis(ms), i as u64, i as u32);
-        }
-        w.retain(|&i| i % 2 == 0);
-        assert_eq!(w.len(), 3);
-        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.1)).collect();
-        assert_eq!(got, [0, 2, 4]);
-    }
-
-    #[test]
-    fn a_timer_behind_the_wheel_goes_first() {
-        // The wheel ran ahead to a far timer; a nearer one added later
-        // still comes out first.
-        let origin = Instant::now();
-        let mut w: Timers<u32> = Timers::new(origin);
-        let at = |ms| origin + Duration::from_millis(ms);
-        w.push(at(50), 1, 50);
-        assert_eq!(w.peek().map(|e| *e.1), Some(50));
-        w.push(at(10), 2, 10);
-        w.push(at(50), 3, 51);
-        let got: Vec<u32> = std::iter::from_fn(|| w.pop().map(|e| e.1)).collect();
-        assert_eq!(got, [10, 50, 51]);
+        v.swap(i, p);
+        i = p;
     }
 }
+
+/// Moves `v[i]` down to its place in the min-heap `v`.
+fn sift_down<E: Ord>(v: &mut [E], mut i: usize) {
+    loop {
+        let l = 2 * i + 1;
+        if l >= v.len() {
+            return;
+        }
+        let c = if l + 1 < v.len() && v[l + 1] < v[l] {
+            l + 1
+        } else {
+            l
+        };
+        if v[i] <= v[c] {
+            return;
+        }
+        v.swap(i, c);
+        i = c;
+    }
+}
+
+/// Removes the smallest entry of the min-heap `v`.
+fn heap_pop<E: Ord>(v: &mut Vec<E>) -> Option<E> {
+    let last = v.len().checked_sub(1)?;
+    v.swap(0, last);
+    let e = v.pop();
+    sift_down(v, 0);
+    e
+}
+
+/// Makes `v` a min-heap.
+fn heapify<E: Ord>(v: &mut [E]) {
+    for i in (0..v.len() / 2).rev() {
+        sift_down(v, i);
+    }
+}
+
+#[cfg(test)]
+mod tests;
