@@ -387,3 +387,136 @@ fn a_late_completion_through_a_stale_foreign_external_is_refused() {
     assert_eq!(fx.until_end(SECS), ["ok"]);
     drop(flow_a);
 }
+
+// ---------------------------------------------------------------------------
+// A foreign lock that was granted is unlocked, however the flow ends
+// ---------------------------------------------------------------------------
+
+#[repr(C)]
+struct Granting {
+    hdr: FutoInSync,
+    tx: *const Tx,
+}
+
+/// The lock step of the first test (completed later by another flow), and
+/// the root that test cancels.
+static LOCK_STEP: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
+static ROOT_A: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
+
+fn granting_tx(s: *mut FutoInSync) -> *mut c_void {
+    // SAFETY: `s` is a test's `Granting`, whose header comes first.
+    unsafe { (*(s as *mut Granting)).tx as *mut c_void }
+}
+
+unsafe extern "C" fn waiting_lock(bsi: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
+    let d = granting_tx(s);
+    call!(bsi, set_cancel(bsi, d, Some(lock_cancelled)));
+    LOCK_STEP.store(bsi, SeqCst);
+    send(d, "lock waits");
+}
+
+unsafe extern "C" fn granting_unlock(_: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
+    send(granting_tx(s), "unlock");
+}
+
+static WAITING_API: FutoInSyncAPI = FutoInSyncAPI {
+    lock: Some(waiting_lock),
+    unlock: Some(granting_unlock),
+};
+
+/// Flow B, on the same loop: cancels flow A, then grants A's lock.
+unsafe extern "C" fn cancel_then_grant(
+    _: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    let a = ROOT_A.load(SeqCst);
+    call!(a, cancel(a));
+    let l = LOCK_STEP.load(SeqCst);
+    let valid = call!(l, is_valid(l));
+    call!(l, success(l, null_mut()));
+    send(data, format!("granted (lock step valid {valid})"));
+}
+
+/// The object grants the lock (completes the waiting lock step) after a
+/// root cancel was queued: the cancel ends the step first, but the object
+/// has granted the lock, so it is given back.
+#[test]
+fn a_lock_granted_while_a_cancel_is_queued_is_unlocked() {
+    use futoin_asyncsteps::cabi::futoin_asyncsteps_new;
+    let fx = Fixture::new();
+    ROOT_A.store(fx.root, SeqCst);
+    let mut obj = Granting {
+        hdr: FutoInSync { api: &WAITING_API },
+        tx: &*fx.tx,
+    };
+    let sp = &mut obj as *mut Granting as *mut FutoInSync;
+    call!(
+        fx.root,
+        add_sync(fx.root, sp, fx.d(), Some(in_section), None)
+    );
+    fx.execute();
+    assert_eq!(fx.rx.recv_timeout(SECS).unwrap(), "lock waits");
+    // SAFETY: the fixture's live runtime.
+    let b = unsafe { futoin_asyncsteps_new(fx.rt) };
+    call!(
+        b,
+        add(b, fx.d(), Some(cancel_then_grant), Some(report_error))
+    );
+    call!(b, execute(b, fx.d(), Some(report_unhandled)));
+    fx.wait_idle();
+    let got: Vec<String> = fx.rx.try_iter().collect();
+    call!(b, free(b));
+    assert_eq!(got, ["granted (lock step valid 1)", "unlock"]);
+}
+
+static ROOT_C: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
+
+/// Grants at once, after queueing a cancel of its own flow.
+unsafe extern "C" fn granting_lock(bsi: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
+    let r = ROOT_C.load(SeqCst);
+    call!(r, cancel(r));
+    call!(bsi, success(bsi, null_mut()));
+    send(granting_tx(s), "locked");
+}
+
+static GRANTING_API: FutoInSyncAPI = FutoInSyncAPI {
+    lock: Some(granting_lock),
+    unlock: Some(granting_unlock),
+};
+
+unsafe extern "C" fn nothing(_: *mut FutoInAsyncSteps, _: *mut c_void, _: *const FutoInArgs) {}
+
+/// A lock granted in its step: given back when a cancel comes before the
+/// section, wherever the flow's step budget (1,024 steps per activation)
+/// happens to end around the lock step.
+#[test]
+fn a_lock_granted_at_once_is_unlocked_whatever_the_step_budget() {
+    for n in 1000..1040usize {
+        let fx = Fixture::new();
+        ROOT_C.store(fx.root, SeqCst);
+        let mut obj = Granting {
+            hdr: FutoInSync { api: &GRANTING_API },
+            tx: &*fx.tx,
+        };
+        let sp = &mut obj as *mut Granting as *mut FutoInSync;
+        for _ in 0..n {
+            call!(fx.root, add(fx.root, fx.d(), Some(nothing), None));
+        }
+        call!(
+            fx.root,
+            add_sync(fx.root, sp, fx.d(), Some(in_section), None)
+        );
+        fx.execute();
+        fx.wait_idle();
+        let got: Vec<String> = fx.rx.try_iter().collect();
+        // The section runs when the lock step ends an activation's burst
+        // early enough; either way the lock is given back once.
+        let want: &[&str] = if got.len() == 3 {
+            &["locked", "section", "unlock"]
+        } else {
+            &["locked", "unlock"]
+        };
+        assert_eq!(got, want, "{n} steps before the lock");
+    }
+}

@@ -541,6 +541,22 @@ pub(crate) fn run_raw(s: &mut Step<'_>, f: impl FnOnce(*mut FutoInAsyncSteps)) -
     finish(s, b)
 }
 
+/// [`run_raw`], also giving the step's external handle when the step
+/// waits once `f` returns (what ends the wait comes later).
+pub(crate) fn run_raw_waiting(
+    s: &mut Step<'_>,
+    f: impl FnOnce(*mut FutoInAsyncSteps),
+) -> (StepResult, Option<ExternalHandle>) {
+    let b = bind(s);
+    f(b.ptr());
+    let ext = if b.waited.get() {
+        b.ext.lock().clone()
+    } else {
+        None
+    };
+    (finish(s, b), ext)
+}
+
 /// Runs `f` with a handle bound to no step (already stale; `rootId`
 /// works): for calls made after a step ended, such as a sync unlock on
 /// cancel.

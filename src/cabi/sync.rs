@@ -2,13 +2,16 @@
 //! Limiter as `FutoInSync*`, and `addSync` with any `FutoInSync` (ours, or
 //! a foreign one driven through its `lock`/`unlock`).
 
-use super::handle::{catch_fn, exec_fn, fail_step, is_ours, run_raw, with_detached, SendPtr};
+use super::handle::{
+    catch_fn, exec_fn, fail_step, is_ours, run_raw, run_raw_waiting, with_detached, SendPtr,
+};
 use super::types::*;
 use crate::args::Args;
 use crate::error::{codes, Error, StepResult};
+use crate::steps::result::ExternalHandle;
 use crate::steps::step::Step;
 use crate::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -229,18 +232,37 @@ pub(crate) unsafe fn sync_now(
 
 type LockFn = unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut FutoInSync);
 
-/// Unlocks a foreign sync object if the section was entered and the
-/// normal exit did not unlock it (an error, a cancel, a timeout).
+/// Where a foreign sync object's lock stands, for its [`Unlocker`].
+enum Lock {
+    /// Not asked yet, refused, or given back.
+    Free,
+    /// Granted: the lock step succeeded in its callback.
+    Held,
+    /// The lock step waits: the lock is granted once the object completes
+    /// that step successfully through its handle (even when a root cancel
+    /// then ends the step first: the object has granted it).
+    Waiting(ExternalHandle),
+}
+
+/// Unlocks a foreign sync object whose lock was granted when the normal
+/// exit did not unlock it (an error, a cancel, a timeout). A lock step that
+/// failed, timed out or was cancelled before the object completed it is
+/// not followed by `unlock`: the object never granted that lock.
 struct Unlocker {
     sync: *mut FutoInSync,
     unlock: LockFn,
-    locked: Cell<bool>,
+    lock: RefCell<Lock>,
     root_id: isize,
 }
 
 impl Drop for Unlocker {
     fn drop(&mut self) {
-        if self.locked.replace(false) {
+        let granted = match self.lock.replace(Lock::Free) {
+            Lock::Free => false,
+            Lock::Held => true,
+            Lock::Waiting(h) => h.succeeded_by_handle(),
+        };
+        if granted {
             let (sync, unlock) = (self.sync, self.unlock);
             // SAFETY: the foreign object's own unlock, once per lock.
             with_detached(self.root_id, |b| unsafe { unlock(b, sync) });
@@ -262,28 +284,24 @@ fn foreign(
     let guard = Rc::new(Unlocker {
         sync,
         unlock,
-        locked: Cell::new(false),
+        lock: RefCell::new(Lock::Free),
         root_id: s.root_id(),
     });
     s.stack(guard.clone());
+    let g = guard.clone();
     s.add(move |s, _: Args| {
         // SAFETY: the foreign object's own lock.
-        run_raw(s, |b| unsafe { lock(b, sync) })
-    });
-    // The lock step may wait (the object completes it when it grants the
-    // lock) and then fail, time out or be cancelled: the lock is held only
-    // once that step has succeeded, which this step records. It runs in
-    // the activation that completes the lock step (nothing comes between
-    // them but a step budget spent on the way), so an unlock is owed
-    // exactly when the lock was granted.
-    let g = guard.clone();
-    s.add(move |_, _: Args| {
-        g.locked.set(true);
-        Ok(())
+        let (r, ext) = run_raw_waiting(s, |b| unsafe { lock(b, sync) });
+        *g.lock.borrow_mut() = match (&r, ext) {
+            (Err(_), _) => Lock::Free,
+            (Ok(()), Some(h)) if !s.has_succeeded() => Lock::Waiting(h),
+            (Ok(()), _) => Lock::Held,
+        };
+        r
     });
     section.add_to(s, args);
     s.add(move |s, a: Args| {
-        guard.locked.set(false);
+        *guard.lock.borrow_mut() = Lock::Free;
         // SAFETY: the foreign object's own unlock, once per lock.
         run_raw(s, |b| unsafe { unlock(b, sync) })?;
         s.success(a)

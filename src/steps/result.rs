@@ -12,9 +12,18 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
+
+/// A [`WaitToken`] whose step still waits.
+const OPEN: u8 = 0;
+/// A successful external completion (through a handle) won the wait.
+const BY_HANDLE: u8 = 1;
+/// The engine ended the wait (or the step ended without it).
+const BY_ENGINE: u8 = 2;
+/// A failing external completion won the wait.
+const BY_HANDLE_ERR: u8 = 3;
 
 /// Exactly-once arbiter between an external completion and the engine
 /// ending the step another way (timeout, cancel, error unwinding).
@@ -27,7 +36,9 @@ use std::task::{Context, Poll, Wake, Waker};
 /// `Weak` to a token is ever made, so a strong count of one is sole
 /// ownership (see [`release`](WaitToken::release)).
 pub(crate) struct WaitToken {
-    done: AtomicBool,
+    /// [`OPEN`], then who ended the wait and how: [`BY_HANDLE`],
+    /// [`BY_HANDLE_ERR`] or [`BY_ENGINE`].
+    state: AtomicU8,
     shared: Arc<Shared>,
     /// The flow's key (`KeyData::as_ffi`).
     flow: AtomicU64,
@@ -38,7 +49,7 @@ pub(crate) struct WaitToken {
 impl WaitToken {
     pub(crate) fn new(shared: Arc<Shared>, flow: FlowKey, strand: u32, seq: u32) -> Arc<Self> {
         Arc::new(WaitToken {
-            done: AtomicBool::new(false),
+            state: AtomicU8::new(OPEN),
             shared,
             flow: AtomicU64::new(flow.data().as_ffi()),
             strand: AtomicU32::new(strand),
@@ -64,7 +75,7 @@ impl WaitToken {
                 t.flow.store(flow.data().as_ffi(), Ordering::Relaxed);
                 t.strand.store(strand, Ordering::Relaxed);
                 t.seq.store(seq, Ordering::Relaxed);
-                t.done.store(false, Ordering::Relaxed);
+                t.state.store(OPEN, Ordering::Relaxed);
                 t
             }
             None => Self::new(shared.clone(), flow, strand, seq),
@@ -87,14 +98,32 @@ impl WaitToken {
         }
     }
 
-    /// Takes the right to complete the step; true for the single winner.
+    /// Takes the right to end the step for the engine (timeout, cancel,
+    /// unwinding, its own completion); true for the single winner.
     pub(crate) fn claim(&self) -> bool {
-        !self.done.swap(true, Ordering::AcqRel)
+        self.state
+            .compare_exchange(OPEN, BY_ENGINE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
-    /// The step has ended: later external calls are refused.
+    /// [`claim`](Self::claim) for an external completion, successful or
+    /// not.
+    fn claim_by_handle(&self, ok: bool) -> bool {
+        let to = if ok { BY_HANDLE } else { BY_HANDLE_ERR };
+        self.state
+            .compare_exchange(OPEN, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The step has ended: later external calls are refused. (Only a wait
+    /// nobody claimed is still open: the check keeps a read-modify-write
+    /// off the usual path, and the exchange keeps who claimed it.)
     pub(crate) fn close(&self) {
-        self.done.store(true, Ordering::Release);
+        if self.state.load(Ordering::Relaxed) == OPEN {
+            let _ =
+                self.state
+                    .compare_exchange(OPEN, BY_ENGINE, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
 
     /// The waiting step this token completes: (flow, strand, seq).
@@ -140,7 +169,7 @@ impl ExternalHandle {
     }
 
     fn complete(&self, result: Result<Packed, Error>, what: &'static str) -> Result<(), Error> {
-        if !self.token.claim() {
+        if !self.token.claim_by_handle(result.is_ok()) {
             return Err(Error::internal(what));
         }
         let (flow, strand, seq) = self.token.address();
@@ -188,9 +217,16 @@ impl ExternalHandle {
         )
     }
 
+    /// True once a successful completion through a handle of the step was
+    /// accepted (whatever became of the step after: a root cancel processed
+    /// first still ends it, but the completion was taken).
+    pub(crate) fn succeeded_by_handle(&self) -> bool {
+        self.token.state.load(Ordering::Acquire) == BY_HANDLE
+    }
+
     /// True while the step still waits and no completion has been sent.
     pub fn is_valid(&self) -> bool {
-        !self.token.done.load(Ordering::Acquire)
+        self.token.state.load(Ordering::Acquire) == OPEN
     }
 }
 
