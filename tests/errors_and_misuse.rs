@@ -1358,3 +1358,48 @@ fn a_stack_ref_from_a_flow_on_another_loop_is_refused() {
     let e = tb.block_on(pb).unwrap_err();
     assert_internal(&e, "stack_get(): the reference belongs to another flow");
 }
+
+/// Spec 2.2.2: `error()` completes the step with the error at once. An
+/// `Err` the callback drops, or a `success()` after it, does not undo
+/// that: the step fails with the first error it raised, and its handler
+/// sees it. (Both used to be lost: the flow went on.)
+#[test]
+fn an_error_the_callback_ignores_still_fails_the_step() {
+    let log = Log::default();
+    let mut root = AsyncSteps::new();
+    let (l1, l2, l3) = (log.clone(), log.clone(), log.clone());
+    root.add_catch(
+        |s, ()| {
+            let _ignored = s.error("Forgot", "not returned");
+            Ok(())
+        },
+        move |s, e| {
+            l1.push(format!("handler 1: {} {:?}", e.code(), e.info()));
+            s.success(())
+        },
+    );
+    root.add_catch(
+        |s, ()| {
+            let _first = s.error("NotFound", "no such user");
+            let _second = s.error("Other", "later");
+            s.success((1u8,))
+        },
+        move |s, e| {
+            l2.push(format!("handler 2: {} {:?}", e.code(), e.info()));
+            s.success(())
+        },
+    );
+    root.add(move |_, ()| {
+        l3.push("next");
+        Ok(())
+    });
+    run::<()>(root).unwrap();
+    assert_eq!(
+        log.get(),
+        [
+            "handler 1: Forgot Some(\"not returned\")",
+            "handler 2: NotFound Some(\"no such user\")",
+            "next"
+        ]
+    );
+}

@@ -30,6 +30,8 @@ pub(crate) struct Outcome {
     /// nothing else yet: the first `sync::enter` it reaches may run the
     /// section in place (and clears this).
     pub engine_sync: bool,
+    /// The error the step fails with whatever its callback returns: the
+    /// first misuse, or the first `error()` it raised.
     pub misuse: Option<Error>,
 }
 
@@ -464,8 +466,23 @@ impl<'a> Step<'a> {
         Ok(())
     }
 
-    /// Builds the error to return (spec `error(code, info)`): `return
-    /// s.error("NotFound", "no such user")` or `s.error(...)?`.
+    /// Fails the step (spec `error(code, info)`) and gives the error to
+    /// return: `return s.error("NotFound", "no such user")` or
+    /// `s.error(...)?`. The spec's `error()` throws at once; here the
+    /// error is also recorded, so a step whose callback ignores it (or
+    /// calls `success()` after it) still fails with it.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     let _ignored = s.error("NotFound", "no such user");
+    ///     Ok(())
+    /// });
+    /// let p = root.promise::<()>(&mut tool);
+    /// assert_eq!(tool.block_on(p).unwrap_err().code(), "NotFound");
+    /// ```
     ///
     /// After [`add`](Step::add) or [`success`](Step::success) in the
     /// same callback it is an `InternalError` (spec 2.1: a step completes
@@ -478,7 +495,10 @@ impl<'a> Step<'a> {
         code: impl Into<Cow<'static, str>>,
         info: impl Into<Cow<'static, str>>,
     ) -> StepResult {
-        Err(self.raise(Error::with_info(code, info)))
+        let e = self.raise(Error::with_info(code, info));
+        // The first error a step raises is its result, returned or not.
+        self.out.misuse.get_or_insert_with(|| e.clone());
+        Err(e)
     }
 
     /// The error a step's `error(e)` fails it with: `e`, or the misuse
