@@ -168,6 +168,10 @@ impl fmt::Debug for Value {
 /// assert!(t.0.contains("new"));
 /// assert_eq!(*s.0, [1, 2]);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a step arg value (`ArgValue`)",
+    note = "a type of your own travels as a step arg in a newtype that implements `ArgValue` (see its docs)"
+)]
 pub trait ArgValue: Sized + Send + 'static {
     /// Wraps the value.
     fn into_value(self) -> Value {
@@ -397,6 +401,10 @@ fn tuple_names(names: &[&str]) -> String {
 /// assert_eq!(5i32.into_args().len(), 1);
 /// assert_eq!(().into_args().len(), 0);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be given as step args",
+    note = "step args are `()`, one `ArgValue`, or a tuple of up to four `ArgValue`s; a type of your own (a `Vec` of it, say) travels in a newtype that implements `ArgValue` (see its docs)"
+)]
 pub trait IntoArgs {
     /// Converts into [`Args`].
     fn into_args(self) -> Args;
@@ -406,6 +414,10 @@ pub trait IntoArgs {
 ///
 /// `()` accepts any arguments and ignores them; a tuple of `N` types requires
 /// exactly `N` values of those types. [`Args`] itself takes everything as is.
+#[diagnostic::on_unimplemented(
+    message = "a step cannot take `{Self}` as its args",
+    note = "a step takes `()`, `Args`, or a tuple of up to four `ArgValue`s (write one value as `(v,): (T,)`)"
+)]
 pub trait FromArgs: Sized {
     /// Extracts the values; on a mismatch the error info names both sides.
     fn from_args(args: &mut Args) -> Result<Self, Error>;

@@ -412,3 +412,29 @@ fn started_leaves_out_flows_cancelled_before_they_started() {
     let st = stats_once(&rt, |st| st.steps >= 1 && st.flows == 0);
     assert_eq!((st.steps, st.started), (1, 1));
 }
+
+/// A `TestTool` does not wait for a flow on another thread's loop: its
+/// `block_on` says so and names what does.
+#[test]
+fn test_tool_block_on_a_runtime_flow_says_what_to_use() {
+    let rt = one_loop().build().unwrap();
+    let meet = Arc::new(std::sync::Barrier::new(2));
+    let m = meet.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |_, ()| {
+        m.wait();
+        Ok(())
+    });
+    let p = rt.spawn::<()>(root);
+    let mut tool = TestTool::new();
+    let e = tool.block_on(p).unwrap_err();
+    meet.wait();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some(
+            "block_on(): the flow runs on another thread's loop, which a TestTool does \
+             not wait for; use Promise::wait or AsyncTool::block_on"
+        )
+    );
+}

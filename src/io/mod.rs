@@ -46,6 +46,11 @@
 //! but an edge that comes between two waits is kept and completes the next
 //! wait at once; still, after a readable event, read until `WouldBlock`
 //! before waiting again, or the next wait may return at once.
+//!
+//! A socket made from a `std` one (`mio::net::TcpStream::from_std`, ...)
+//! must be in non-blocking mode first (`set_nonblocking(true)`), as mio
+//! requires: a read on a blocking socket blocks the loop's thread, and with
+//! it every flow of the loop, timeouts included.
 
 pub mod net;
 pub(crate) mod reactor;

@@ -14,7 +14,8 @@
 //! stream is a normal result (an empty read); a reset, a broken pipe or any
 //! other socket error is `CommError` with the OS error in its info. A
 //! connection that [`connect`] cannot establish is `ConnectError` instead
-//! (the two codes' meanings in [`codes`]).
+//! (the two codes' meanings in [`codes`]). Sockets made from `std` ones
+//! must be set non-blocking first (see the [`io`](super) module).
 //!
 //! A server accepts with [`accept`] and runs each connection as a root
 //! flow of its own. A flow never leaves its loop, so where that flow starts

@@ -97,6 +97,26 @@ impl AsyncSteps {
     }
 
     /// Adds a level-0 step (spec `add`).
+    ///
+    /// The closure must be `Clone + Send`: a root is a model that may be
+    /// cloned and run again (spec 1.5) or run on another thread. A value
+    /// that is neither (a channel's receiver, a socket) goes in a
+    /// [`TakeOnce`](crate::TakeOnce), taken by the run that uses it.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TakeOnce, TestTool};
+    /// let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    /// let rx = TakeOnce::new(rx);
+    /// let mut root = AsyncSteps::new();
+    /// root.add(move |s, ()| {
+    ///     let rx = rx.take()?; // the first run takes it; a second fails
+    ///     s.success((rx.recv().unwrap(),))
+    /// });
+    /// tx.send(7).unwrap();
+    /// let mut tool = TestTool::new();
+    /// let p = root.promise::<(u32,)>(&mut tool);
+    /// assert_eq!(tool.block_on(p).unwrap().0, 7);
+    /// ```
     pub fn add<F, A>(&mut self, f: F) -> &mut Self
     where
         F: FnOnce(&mut Step<'_>, A) -> StepResult + Clone + Send + 'static,
@@ -129,7 +149,9 @@ impl AsyncSteps {
     }
 
     /// Adds a level-0 parallel step (spec `parallel`); add its branches to
-    /// the returned builder.
+    /// the returned builder. Each branch is called with no args (`()`),
+    /// whatever the step before gave: read an earlier result from the
+    /// state.
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, TestTool};

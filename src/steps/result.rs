@@ -197,6 +197,20 @@ impl ExternalHandle {
     ///
     /// Fails with `InternalError` when the step has already been completed
     /// (by an earlier call on a handle of it) or has ended.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+    /// let mut tool = AsyncTool::new().unwrap();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     let h = s.wait_external();
+    ///     std::thread::spawn(move || h.error("Unavailable", "backend down").unwrap());
+    ///     Ok(())
+    /// });
+    /// let p = root.promise::<()>(&mut tool);
+    /// let e = tool.block_on(p).unwrap_err();
+    /// assert_eq!((e.code(), e.info()), ("Unavailable", Some("backend down")));
+    /// ```
     pub fn error(
         &self,
         code: impl Into<Cow<'static, str>>,
@@ -434,6 +448,21 @@ impl<T: FromArgs> Promise<T> {
                 .is_some_and(|id| crate::runtime::driver_current_loop(id).is_some()),
         };
         stuck && !self.is_done()
+    }
+
+    /// True when the flow is (or will be) on a loop other than `own`: a
+    /// runtime's, or another thread's.
+    pub(crate) fn elsewhere(&self, own: &Arc<crate::tool::shared::Shared>) -> bool {
+        let home = self
+            .comp
+            .home
+            .get()
+            .map(|h| &h.0)
+            .or(self.comp.target.as_ref());
+        match home {
+            Some(h) => !Arc::ptr_eq(h, own),
+            None => self.comp.runtime.is_some(),
+        }
     }
 
     /// True once the flow has ended.

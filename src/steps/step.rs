@@ -425,6 +425,8 @@ impl<'a> Step<'a> {
     /// Adds a parallel step (spec `parallel`); add its branches to the
     /// returned builder. All branches start together; the first error
     /// cancels the others; branches pass results through [`state`](Step::state).
+    /// Each branch is called with no args (`()`), whatever the step before
+    /// gave: read an earlier result from the state or capture it.
     pub fn parallel(&mut self) -> Parallel<'_, 'a> {
         Parallel::new(self, None)
     }
@@ -597,6 +599,13 @@ impl<'a> Step<'a> {
     /// Marks this step as waiting for an external event (spec `waitExternal`)
     /// and returns a `Send + Sync` handle that completes it from any thread.
     ///
+    /// Only a handle, a timeout ([`set_timeout`](Self::set_timeout)) or a
+    /// cancel ends the wait. A step whose handles are all dropped without
+    /// completing it (a worker thread that panicked, say) waits until its
+    /// timeout or a cancel: without either it waits for good, and so does
+    /// a `block_on` or `Promise::wait` of its flow. Set a timeout when the
+    /// other side may fail.
+    ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
     /// let mut tool = AsyncTool::new().unwrap();
@@ -733,6 +742,21 @@ impl<'a> Step<'a> {
 
     /// [`await_future`](Step::await_future) with an error handler (spec
     /// `await(future, onerror)`).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, Error, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.await_future_catch(
+    ///         async { Err::<(i32,), _>(Error::with_info("NotFound", "no row")) },
+    ///         |s, e| s.success((if e.code() == "NotFound" { 0i32 } else { -1 },)),
+    ///     );
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 0);
+    /// ```
     pub fn await_future_catch<Fut, T, E, C>(&mut self, fut: Fut, on_error: C) -> &mut Self
     where
         Fut: Future<Output = Result<T, E>> + 'static,

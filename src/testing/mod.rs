@@ -223,9 +223,13 @@ impl TestTool {
             }
             if !self.run_one() {
                 return p.try_take().unwrap_or_else(|| {
-                    Err(Error::internal(
-                        "block_on(): the flow still waits and nothing is pending",
-                    ))
+                    Err(Error::internal(if p.elsewhere(&self.sched.shared) {
+                        "block_on(): the flow runs on another thread's loop, which a \
+                         TestTool does not wait for; use Promise::wait or \
+                         AsyncTool::block_on"
+                    } else {
+                        "block_on(): the flow still waits and nothing is pending"
+                    }))
                 });
             }
         }

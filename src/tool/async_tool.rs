@@ -226,7 +226,25 @@ impl AsyncTool {
 
     /// Runs until no callback, timer, message or flow continuation is left.
     /// Flows that wait for an external event with no timer do not keep it
-    /// running.
+    /// running: it returns while another thread still holds their handle
+    /// (call it again once that thread has completed them, or use
+    /// [`block_on`](Self::block_on) for one flow).
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
+    /// let mut tool = AsyncTool::new()?;
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.set_timeout(std::time::Duration::from_millis(5));
+    ///     s.wait_external(); // nobody completes it: it times out
+    ///     Ok(())
+    /// });
+    /// root.execute(&mut tool);
+    /// tool.set_unhandled_error_hook(|e| assert_eq!(e.code(), "Timeout"));
+    /// tool.run_until_idle()?; // the timer keeps it running until then
+    /// assert_eq!(tool.stats().flows, 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn run_until_idle(&mut self) -> io::Result<()> {
         loop {
             self.iterate(Some(Duration::ZERO))?;

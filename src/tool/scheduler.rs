@@ -499,6 +499,20 @@ impl Scheduler {
     /// Replaces what happens to an error no one waits for: a flow started
     /// with [`AsyncSteps::execute`] that fails, or a panicking callback.
     /// The default writes one line to stderr.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// use std::{cell::RefCell, rc::Rc};
+    /// let mut tool = TestTool::new();
+    /// let seen = Rc::new(RefCell::new(Vec::new()));
+    /// let s2 = seen.clone();
+    /// tool.set_unhandled_error_hook(move |e| s2.borrow_mut().push(e.code().to_owned()));
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| s.error("NotFound", "nobody waits for this"));
+    /// root.execute(&mut tool);
+    /// tool.run_all();
+    /// assert_eq!(*seen.borrow(), ["NotFound"]);
+    /// ```
     pub fn set_unhandled_error_hook(&mut self, hook: impl FnMut(&Error) + 'static) {
         self.unhandled = Some(Box::new(hook));
     }
