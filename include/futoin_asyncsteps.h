@@ -36,8 +36,13 @@
  * code or name, an unknown type flag, a misused call (success() twice,
  * success() after add(), a loop call outside a step, execute() on a step)
  * never crashes: inside a step's callback the step fails with
- * "InternalError" and error_info says what was wrong; elsewhere the call is
- * a no-op (functions returning a pointer return NULL). NULL args to
+ * "InternalError" and error_info says what was wrong. On a root, the calls
+ * meant for a step's callback (success(), handle_error(), setTimeout(),
+ * setCancel(), waitExternal(), stack(), the loop calls) and a NULL execute
+ * callback given to add() put a step in the root that fails its next run
+ * with "InternalError" (info: "<call> on a root: it is for a step's
+ * callback", or "add(): the execute callback is NULL"). Elsewhere the call
+ * is a no-op (functions returning a pointer return NULL). NULL args to
  * success() means no result values; a NULL error handler passes errors up;
  * a NULL cleanup is never called. A handle that is not one of the table's
  * own kind (another implementation's, or a root given to a step's table)
@@ -367,7 +372,8 @@ FutoInRuntime* futoin_runtime_new(uint32_t threads);
 /* Cancels every flow that still runs, joins the loop threads and frees the
  * runtime. Roots made on it stay valid until freed, but can no longer run
  * (execute() reports "InternalError" to their unhandled_error). NULL is a
- * no-op. Must not be called on one of the runtime's own loop threads. */
+ * no-op. Called on one of the runtime's own loop threads, it returns at
+ * once and the shutdown completes on another thread. */
 void futoin_runtime_free(FutoInRuntime* rt);
 
 /* A new root on `rt`; release it with bsi->api->free(bsi) (any thread; a

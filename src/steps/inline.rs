@@ -1,9 +1,10 @@
 //! Step callbacks stored without a heap allocation when they are small.
 //!
 //! Most execute callbacks capture nothing or one or two words (an `Arc`,
-//! an index, a [`StackRef`](crate::StackRef)). A [`Callback`] keeps such a
-//! closure in place, in two machine words, and boxes only bigger ones, so
-//! `add()` of a small closure allocates nothing.
+//! an index). A [`Callback`] keeps such a closure in place, in two machine
+//! words, and boxes only bigger ones, so `add()` of a small closure
+//! allocates nothing. (A [`StackRef`](crate::StackRef) is three words: it
+//! names its loop too, so a closure capturing one is boxed.)
 
 use crate::args::FromArgs;
 use crate::error::StepResult;
