@@ -428,6 +428,16 @@ impl<T: FromArgs> Promise<T> {
             .is_some_and(|(s, _)| s.is_same_thread())
     }
 
+    /// The loop the flow runs on, or is sent to; `None` for a runtime flow
+    /// no loop has started yet.
+    fn home(&self) -> Option<&Arc<crate::tool::shared::Shared>> {
+        self.comp
+            .home
+            .get()
+            .map(|h| &h.0)
+            .or(self.comp.target.as_ref())
+    }
+
     /// True when the flow is not done and runs (or is to run) on a loop of
     /// the calling thread other than `own`: a thread drives one loop at a
     /// time, so blocking on it from `own` would never return. A runtime
@@ -436,13 +446,7 @@ impl<T: FromArgs> Promise<T> {
     /// very loop, which cannot start it while blocked), as for
     /// [`wait`](Self::wait).
     pub(crate) fn stuck_behind(&self, own: &Arc<crate::tool::shared::Shared>) -> bool {
-        let home = self
-            .comp
-            .home
-            .get()
-            .map(|h| &h.0)
-            .or(self.comp.target.as_ref());
-        let stuck = match home {
+        let stuck = match self.home() {
             Some(h) => !Arc::ptr_eq(h, own) && h.is_same_thread(),
             None => (self.comp.runtime)
                 .is_some_and(|id| crate::runtime::driver_current_loop(id).is_some()),
@@ -453,13 +457,7 @@ impl<T: FromArgs> Promise<T> {
     /// True when the flow is (or will be) on a loop other than `own`: a
     /// runtime's, or another thread's.
     pub(crate) fn elsewhere(&self, own: &Arc<crate::tool::shared::Shared>) -> bool {
-        let home = self
-            .comp
-            .home
-            .get()
-            .map(|h| &h.0)
-            .or(self.comp.target.as_ref());
-        match home {
+        match self.home() {
             Some(h) => !Arc::ptr_eq(h, own),
             None => self.comp.runtime.is_some(),
         }

@@ -400,8 +400,9 @@ mod tests {
         sleeps_as_and_wakes(&mut tool, Sleep::Poll, wake);
     }
 
-    #[test]
-    fn a_loop_waiting_for_io_sleeps_in_poll_and_a_message_still_wakes_it() {
+    /// A loop whose one flow waits for a connection that never comes (its
+    /// promise is returned): the loop has an I/O source to watch.
+    fn waiting_for_io() -> (AsyncTool, crate::Promise<()>) {
         let mut tool = AsyncTool::new().unwrap();
         let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let mut root = AsyncSteps::new();
@@ -413,6 +414,12 @@ mod tests {
         let p = root.promise::<()>(&mut tool);
         tool.iterate(Some(Duration::ZERO)).unwrap();
         assert_eq!(tool.stats().io, 1);
+        (tool, p)
+    }
+
+    #[test]
+    fn a_loop_waiting_for_io_sleeps_in_poll_and_a_message_still_wakes_it() {
+        let (mut tool, p) = waiting_for_io();
         let wake = message(&tool);
         sleeps_as_and_wakes(&mut tool, Sleep::Poll, wake);
         // The wait ends and its source is deregistered: the loop parks
@@ -430,17 +437,7 @@ mod tests {
     /// not go to sleep, or `block_on` sleeps through its flow's end.
     #[test]
     fn a_wake_the_busy_io_poll_takes_is_not_slept_through() {
-        let mut tool = AsyncTool::new().unwrap();
-        let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let mut root = AsyncSteps::new();
-        let ln = crate::TakeOnce::new(listener);
-        root.add(move |s: &mut Step<'_>, ()| {
-            let l = s.stack(ln.take().expect("listener"));
-            s.wait_io(l, mio::Interest::READABLE)
-        });
-        let _p = root.promise::<()>(&mut tool);
-        tool.iterate(Some(Duration::ZERO)).unwrap();
-        assert_eq!(tool.stats().io, 1);
+        let (mut tool, _p) = waiting_for_io();
         assert!(!tool.just_polled, "the next turn starts with a busy poll");
         // What `LoopWake::wake` does, from the flow's end on another loop.
         tool.sched.shared.wake_loop();
