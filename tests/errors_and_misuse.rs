@@ -1361,8 +1361,9 @@ fn a_stack_ref_from_a_flow_on_another_loop_is_refused() {
 
 /// Spec 2.2.2: `error()` completes the step with the error at once. An
 /// `Err` the callback drops, or a `success()` after it, does not undo
-/// that: the step fails with the first error it raised, and its handler
-/// sees it. (Both used to be lost: the flow went on.)
+/// that, and its handler sees it. (Both used to be lost: the flow went
+/// on.) Several raised: the last is the result, as code catching the
+/// first throw and raising again would give (spec 3.5 catches one).
 #[test]
 fn an_error_the_callback_ignores_still_fails_the_step() {
     let log = Log::default();
@@ -1385,7 +1386,8 @@ fn an_error_the_callback_ignores_still_fails_the_step() {
             s.success((1u8,))
         },
         move |s, e| {
-            l2.push(format!("handler 2: {} {:?}", e.code(), e.info()));
+            let info = s.state().error_info().map(String::from);
+            l2.push(format!("handler 2: {} {:?} {:?}", e.code(), e.info(), info));
             s.success(())
         },
     );
@@ -1398,8 +1400,30 @@ fn an_error_the_callback_ignores_still_fails_the_step() {
         log.get(),
         [
             "handler 1: Forgot Some(\"not returned\")",
-            "handler 2: NotFound Some(\"no such user\")",
+            "handler 2: Other Some(\"later\") Some(\"later\")",
             "next"
         ]
+    );
+}
+
+/// Spec 2.2.2: "error_info - assigned to error_info state field", at the
+/// call: the step sees it before it returns.
+#[test]
+fn error_assigns_error_info_at_the_call() {
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let s2 = seen.clone();
+    let mut root = AsyncSteps::new();
+    root.add_catch(|s, ()| s.error("First", "old info"), |s, _| s.success(()));
+    root.add(move |s, ()| {
+        let before = s.state().error_info().map(String::from);
+        let r = s.error("Second", "new info");
+        let after = s.state().error_info().map(String::from);
+        *s2.lock().unwrap() = vec![before, after];
+        r
+    });
+    assert_eq!(run::<()>(root).unwrap_err().code(), "Second");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Some("old info".to_string()), Some("new info".to_string())]
     );
 }

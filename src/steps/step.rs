@@ -30,8 +30,11 @@ pub(crate) struct Outcome {
     /// nothing else yet: the first `sync::enter` it reaches may run the
     /// section in place (and clears this).
     pub engine_sync: bool,
+    /// `misuse` holds a misuse's `InternalError` (it stays: later
+    /// `error()` calls do not replace it).
+    pub misused: bool,
     /// The error the step fails with whatever its callback returns: the
-    /// first misuse, or the first `error()` it raised.
+    /// first misuse, else the last `error()` it raised.
     pub misuse: Option<Error>,
 }
 
@@ -169,6 +172,7 @@ impl<'a> Step<'a> {
                 forward: false,
                 io_wait: false,
                 engine_sync: false,
+                misused: false,
                 misuse: None,
             },
         }
@@ -263,7 +267,8 @@ impl<'a> Step<'a> {
 
     fn misuse(&mut self, info: &'static str) -> StepResult {
         let e = Error::internal(info);
-        if self.out.misuse.is_none() {
+        if !self.out.misused {
+            self.out.misused = true;
             self.out.misuse = Some(e.clone());
         }
         Err(e)
@@ -470,9 +475,12 @@ impl<'a> Step<'a> {
 
     /// Fails the step (spec `error(code, info)`) and gives the error to
     /// return: `return s.error("NotFound", "no such user")` or
-    /// `s.error(...)?`. The spec's `error()` throws at once; here the
-    /// error is also recorded, so a step whose callback ignores it (or
-    /// calls `success()` after it) still fails with it.
+    /// `s.error(...)?`. `info` goes to the `error_info` state at once. The
+    /// spec's `error()` throws at once; here the error is also recorded,
+    /// so a step whose callback ignores it (or calls `success()` after it)
+    /// still fails with it. When a callback raises several (ignoring all
+    /// but the last, as code catching a throw would), the last one is the
+    /// step's result.
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, TestTool};
@@ -498,8 +506,13 @@ impl<'a> Step<'a> {
         info: impl Into<Cow<'static, str>>,
     ) -> StepResult {
         let e = self.raise(Error::with_info(code, info));
-        // The first error a step raises is its result, returned or not.
-        self.out.misuse.get_or_insert_with(|| e.clone());
+        // The last error a step raises is its result, returned or not
+        // (an ignored `Err` is a caught throw, spec 3.5), unless a misuse
+        // was recorded; `error_info` is assigned at the call (spec 2.2.2).
+        if !self.out.misused {
+            self.out.misuse = Some(e.clone());
+        }
+        self.flow.state.set_error_info(e.info());
         Err(e)
     }
 
@@ -516,7 +529,10 @@ impl<'a> Step<'a> {
             return e;
         };
         let m = Error::internal(format!("error() after {after} (asked for {e})"));
-        self.out.misuse.get_or_insert_with(|| m.clone());
+        if !self.out.misused {
+            self.out.misused = true;
+            self.out.misuse = Some(m.clone());
+        }
         m
     }
 
