@@ -138,10 +138,33 @@ fn misuse_through_a_parallels_handle_fails_the_step() {
 // A foreign sync object's lock that is never granted is not unlocked
 // ---------------------------------------------------------------------------
 
+/// A foreign sync object: its header, then where its calls report.
 #[repr(C)]
-struct Busy {
+struct Foreign {
     hdr: FutoInSync,
     tx: *const Tx,
+}
+
+/// Where the calls of the `Foreign` object `s` report.
+fn foreign_tx(s: *mut FutoInSync) -> *mut c_void {
+    // SAFETY: `s` is a test's `Foreign`, whose header comes first.
+    unsafe { (*(s as *mut Foreign)).tx as *mut c_void }
+}
+
+/// Adds a sync step on a new `Foreign` object with `api` to the fixture's
+/// root (its section reports "section"); the object is returned, to be
+/// kept until the flow has ended.
+fn add_foreign_sync(fx: &Fixture, api: &'static FutoInSyncAPI) -> Box<Foreign> {
+    let mut obj = Box::new(Foreign {
+        hdr: FutoInSync { api },
+        tx: &*fx.tx,
+    });
+    let sp = &mut *obj as *mut Foreign as *mut FutoInSync;
+    call!(
+        fx.root,
+        add_sync(fx.root, sp, fx.d(), Some(in_section), None)
+    );
+    obj
 }
 
 unsafe extern "C" fn lock_cancelled(_: *mut FutoInAsyncSteps, data: *mut c_void) {
@@ -150,16 +173,14 @@ unsafe extern "C" fn lock_cancelled(_: *mut FutoInAsyncSteps, data: *mut c_void)
 
 /// A lock that is busy: it waits, and times out.
 unsafe extern "C" fn busy_lock(bsi: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
-    // SAFETY: `s` is the test's `Busy`, whose header comes first.
-    let d = unsafe { (*(s as *mut Busy)).tx } as *mut c_void;
+    let d = foreign_tx(s);
     send(d, "lock waits");
     call!(bsi, set_timeout(bsi, 20));
     call!(bsi, set_cancel(bsi, d, Some(lock_cancelled)));
 }
 
 unsafe extern "C" fn busy_unlock(_: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
-    // SAFETY: as in `busy_lock`.
-    send(unsafe { (*(s as *mut Busy)).tx } as *mut c_void, "unlock");
+    send(foreign_tx(s), "unlock");
 }
 
 static BUSY_API: FutoInSyncAPI = FutoInSyncAPI {
@@ -176,15 +197,7 @@ unsafe extern "C" fn in_section(_: *mut FutoInAsyncSteps, data: *mut c_void, _: 
 #[test]
 fn a_lock_that_timed_out_is_not_unlocked() {
     let fx = Fixture::new();
-    let mut s = Busy {
-        hdr: FutoInSync { api: &BUSY_API },
-        tx: &*fx.tx,
-    };
-    let sp = &mut s as *mut Busy as *mut FutoInSync;
-    call!(
-        fx.root,
-        add_sync(fx.root, sp, fx.d(), Some(in_section), None)
-    );
+    let _obj = add_foreign_sync(&fx, &BUSY_API);
     fx.execute();
     let got = fx.until_end(SECS);
     fx.wait_idle();
@@ -392,31 +405,20 @@ fn a_late_completion_through_a_stale_foreign_external_is_refused() {
 // A foreign lock that was granted is unlocked, however the flow ends
 // ---------------------------------------------------------------------------
 
-#[repr(C)]
-struct Granting {
-    hdr: FutoInSync,
-    tx: *const Tx,
-}
-
 /// The lock step of the first test (completed later by another flow), and
 /// the root that test cancels.
 static LOCK_STEP: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
 static ROOT_A: AtomicPtr<FutoInAsyncSteps> = AtomicPtr::new(null_mut());
 
-fn granting_tx(s: *mut FutoInSync) -> *mut c_void {
-    // SAFETY: `s` is a test's `Granting`, whose header comes first.
-    unsafe { (*(s as *mut Granting)).tx as *mut c_void }
-}
-
 unsafe extern "C" fn waiting_lock(bsi: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
-    let d = granting_tx(s);
+    let d = foreign_tx(s);
     call!(bsi, set_cancel(bsi, d, Some(lock_cancelled)));
     LOCK_STEP.store(bsi, SeqCst);
     send(d, "lock waits");
 }
 
 unsafe extern "C" fn granting_unlock(_: *mut FutoInAsyncSteps, s: *mut FutoInSync) {
-    send(granting_tx(s), "unlock");
+    send(foreign_tx(s), "unlock");
 }
 
 static WAITING_API: FutoInSyncAPI = FutoInSyncAPI {
@@ -446,15 +448,7 @@ fn a_lock_granted_while_a_cancel_is_queued_is_unlocked() {
     use futoin_asyncsteps::cabi::futoin_asyncsteps_new;
     let fx = Fixture::new();
     ROOT_A.store(fx.root, SeqCst);
-    let mut obj = Granting {
-        hdr: FutoInSync { api: &WAITING_API },
-        tx: &*fx.tx,
-    };
-    let sp = &mut obj as *mut Granting as *mut FutoInSync;
-    call!(
-        fx.root,
-        add_sync(fx.root, sp, fx.d(), Some(in_section), None)
-    );
+    let _obj = add_foreign_sync(&fx, &WAITING_API);
     fx.execute();
     assert_eq!(fx.rx.recv_timeout(SECS).unwrap(), "lock waits");
     // SAFETY: the fixture's live runtime.
@@ -477,7 +471,7 @@ unsafe extern "C" fn granting_lock(bsi: *mut FutoInAsyncSteps, s: *mut FutoInSyn
     let r = ROOT_C.load(SeqCst);
     call!(r, cancel(r));
     call!(bsi, success(bsi, null_mut()));
-    send(granting_tx(s), "locked");
+    send(foreign_tx(s), "locked");
 }
 
 static GRANTING_API: FutoInSyncAPI = FutoInSyncAPI {
@@ -495,18 +489,10 @@ fn a_lock_granted_at_once_is_unlocked_whatever_the_step_budget() {
     for n in 1000..1040usize {
         let fx = Fixture::new();
         ROOT_C.store(fx.root, SeqCst);
-        let mut obj = Granting {
-            hdr: FutoInSync { api: &GRANTING_API },
-            tx: &*fx.tx,
-        };
-        let sp = &mut obj as *mut Granting as *mut FutoInSync;
         for _ in 0..n {
             call!(fx.root, add(fx.root, fx.d(), Some(nothing), None));
         }
-        call!(
-            fx.root,
-            add_sync(fx.root, sp, fx.d(), Some(in_section), None)
-        );
+        let _obj = add_foreign_sync(&fx, &GRANTING_API);
         fx.execute();
         fx.wait_idle();
         let got: Vec<String> = fx.rx.try_iter().collect();
