@@ -207,13 +207,13 @@ impl<'a> Step<'a> {
         }
     }
 
-    /// Whether this step's frame is still deferred.
-    #[inline]
     /// `success()` was called in this callback.
     pub(crate) fn has_succeeded(&self) -> bool {
         self.out.succeeded
     }
 
+    /// Whether this step's frame is still deferred.
+    #[inline]
     pub(crate) fn frame_deferred(&self) -> bool {
         self.pending.is_some()
     }
