@@ -62,7 +62,11 @@ use std::thread::JoinHandle;
 /// Dropping it (or [`shutdown`](Runtime::shutdown)) stops every loop:
 /// flows still running are cancelled on their own loops (their cancel
 /// callbacks run there), flows spawned but not started resolve to
-/// `Canceled`, and the threads are joined.
+/// `Canceled`, and the threads are joined. Dropped on one of its own loop
+/// threads (from inside a step), it joins the others and that thread
+/// ends by itself once its current turn returns; a flow on another of its
+/// loops must then not be blocked waiting for a flow of this one, or the
+/// join waits for good.
 pub struct Runtime {
     /// Everything but shutting down is what a handle does.
     handle: RuntimeHandle,
@@ -278,7 +282,8 @@ impl Runtime {
 
     /// Stops the runtime now (what dropping it does): cancels running
     /// flows on their loops, answers flows not started with `Canceled`,
-    /// joins the threads.
+    /// joins the threads (all but the caller's, when called on one of
+    /// them).
     ///
     /// ```
     /// use futoin_asyncsteps::{codes, runtime::Runtime, AsyncSteps};
