@@ -506,3 +506,44 @@ fn a_lock_granted_at_once_is_unlocked_whatever_the_step_budget() {
         assert_eq!(got, want, "{n} steps before the lock");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Another implementation's handle on this runtime's sync objects
+// ---------------------------------------------------------------------------
+
+static HANDLE_ERRORS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe extern "C" fn count_handle_error(
+    _: *mut FutoInAsyncSteps,
+    _: *const std::ffi::c_char,
+    _: *const std::ffi::c_char,
+) {
+    HANDLE_ERRORS.fetch_add(1, SeqCst);
+}
+
+/// Another implementation's step table: only `handle_error`.
+static OTHER_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
+    handle_error: Some(count_handle_error),
+    // SAFETY: every other entry is an `Option` of a function pointer,
+    // for which all zeros is `None`.
+    ..unsafe { std::mem::zeroed() }
+};
+
+/// `lock` refuses it through its `handle_error`; `unlock` (which such an
+/// implementation may call in its cleanup, outside any step) has nothing
+/// to give back and calls nothing.
+#[test]
+fn another_implementations_lock_is_refused_and_its_unlock_is_a_no_op() {
+    let mx = futoin_mutex_new(1, u32::MAX);
+    let mut other = FutoInAsyncSteps { api: &OTHER_API };
+    let bsi: *mut FutoInAsyncSteps = &mut other;
+    // SAFETY: a live mutex of ours and its table; `bsi` is a handle with a
+    // full table.
+    unsafe { ((*(*mx).api).lock.unwrap())(bsi, mx) };
+    assert_eq!(HANDLE_ERRORS.load(SeqCst), 1);
+    // SAFETY: as above.
+    unsafe { ((*(*mx).api).unlock.unwrap())(bsi, mx) };
+    assert_eq!(HANDLE_ERRORS.load(SeqCst), 1);
+    // SAFETY: the mutex made above; nothing uses it any more.
+    unsafe { futoin_sync_free(mx) };
+}

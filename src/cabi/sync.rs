@@ -105,9 +105,15 @@ unsafe extern "C" fn our_lock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync
     not_implemented(bsi, "lock()");
 }
 
-/// As `lock`: the section's end gives the slot back, not a call.
+/// As `lock`: the section's end gives the slot back, not a call. Only a
+/// step of this runtime is failed: another implementation's `lock` was
+/// refused, so nothing is held, and it may call `unlock` in its cleanup,
+/// outside any step, where its `handle_error` could not be called.
 unsafe extern "C" fn our_unlock(bsi: *mut FutoInAsyncSteps, _sync: *mut FutoInSync) {
-    not_implemented(bsi, "unlock()");
+    // SAFETY: the handle the caller passed: NULL or readable up to `api`.
+    if unsafe { is_ours(bsi) } {
+        not_implemented(bsi, "unlock()");
+    }
 }
 
 /// Fails the step of `bsi` with `NotImplemented`: this runtime's sync
