@@ -434,12 +434,7 @@ pub(crate) fn try_step<R>(
     p: *mut FutoInAsyncSteps,
     f: impl FnOnce(&mut Step<'_>, &'static StepBsi) -> R,
 ) -> Option<R> {
-    // SAFETY: `p` is what C passed to an entry of the step table: NULL or
-    // a handle, which starts with its `api` field (header).
-    let b: &'static StepBsi = unsafe { get(p) }?;
-    if !b.live.load(Ordering::Acquire) || !b.on_loop() {
-        return None;
-    }
+    let b = live_here(p)?;
     let cur = b.cur.get();
     if cur.is_null() {
         return None;
@@ -448,27 +443,28 @@ pub(crate) fn try_step<R>(
     // user's allocate runs outside them: see `state_variable`), but a
     // value's cleanup may run in one, and could still reach a handle:
     // such a call back in is refused, and fails the step.
-    if LOCAL.try_with(|l| l.in_step.replace(true)).unwrap_or(true) {
-        b.fail(
-            Error::internal("a step call made from code another step call runs"),
-            false,
-        );
-        return None;
-    }
-    // SAFETY: `cur` is set only while the step's callback runs on this
-    // (the owner) thread, from the `&mut Step` that callback got; that
-    // reference is not used until the C callback returns. Every `&mut`
-    // made from a `cur` (of this handle, or of a parallel's handle made in
-    // the same callback, which holds the same step) is made here, on the
-    // owner thread, and `in_step` lets only one live at a time: this is
-    // the only live access to the step.
-    let s = unsafe { &mut *cur };
-    // A panic in the engine must not cross into C: it fails the step.
-    let r = catch_unwind(AssertUnwindSafe(|| f(s, b)));
-    let _ = LOCAL.try_with(|l| l.in_step.set(false));
+    let r = one_at_a_time(|| {
+        // SAFETY: `cur` is set only while the step's callback runs on this
+        // (the owner) thread, from the `&mut Step` that callback got; that
+        // reference is not used until the C callback returns. Every `&mut`
+        // made from a `cur` (of this handle, or of a parallel's handle
+        // made in the same callback, which holds the same pointer) is made
+        // here, on the owner thread, and `one_at_a_time` lets only one
+        // live at a time: this is the only live access to the step.
+        let s = unsafe { &mut *cur };
+        f(s, b)
+    });
     match r {
-        Ok(r) => Some(r),
-        Err(p) => {
+        Some(Ok(r)) => Some(r),
+        None => {
+            b.fail(
+                Error::internal("a step call made from code another step call runs"),
+                false,
+            );
+            None
+        }
+        // A panic in the engine must not cross into C: it fails the step.
+        Some(Err(p)) => {
             b.fail(
                 crate::steps::flow::panic_error("C interface call", p),
                 false,
@@ -476,6 +472,27 @@ pub(crate) fn try_step<R>(
             None
         }
     }
+}
+
+/// The handle behind `p` if it is one of ours, live, and this is its
+/// loop's thread.
+fn live_here(p: *mut FutoInAsyncSteps) -> Option<&'static StepBsi> {
+    // SAFETY: `p` is what C passed to an entry of the step table: NULL or
+    // a handle, which starts with its `api` field (header).
+    let b: &'static StepBsi = unsafe { get(p) }?;
+    (b.live.load(Ordering::Acquire) && b.on_loop()).then_some(b)
+}
+
+/// Runs `f`, the one call into the engine this thread makes at a time,
+/// and catches its panic; `None` (and `f` does not run) when one already
+/// runs here: a call back in from code that call runs (a value's cleanup).
+fn one_at_a_time<R>(f: impl FnOnce() -> R) -> Option<std::thread::Result<R>> {
+    if LOCAL.try_with(|l| l.in_step.replace(true)).unwrap_or(true) {
+        return None;
+    }
+    let r = catch_unwind(AssertUnwindSafe(f));
+    let _ = LOCAL.try_with(|l| l.in_step.set(false));
+    Some(r)
 }
 
 /// Runs `f` on the loop of `p`'s step while that step's cancel callback
@@ -487,26 +504,23 @@ pub(crate) fn try_cancel_cb<R>(
     p: *mut FutoInAsyncSteps,
     f: impl FnOnce(&mut Scheduler) -> R,
 ) -> Option<R> {
-    // SAFETY: as in `try_step`.
-    let b: &'static StepBsi = unsafe { get(p) }?;
-    if !b.live.load(Ordering::Acquire) || !b.on_loop() {
+    let sched = live_here(p)?.cancel_sched.get();
+    if sched.is_null() {
         return None;
     }
-    let sched = b.cancel_sched.get();
-    if sched.is_null() || LOCAL.try_with(|l| l.in_step.replace(true)).unwrap_or(true) {
-        return None;
-    }
-    // SAFETY: `cancel_sched` is set only while the step's cancel callback
-    // runs on this (the owner) thread, from the `&mut Scheduler` the
-    // engine gave that callback (`Step::set_cancel_sched`), and cleared
-    // when it returns; the engine does not use its reference meanwhile.
-    // `in_step` lets only one `&mut` made from it live at a time (a call
-    // back in from code `f` runs is refused above).
-    let sched = unsafe { &mut *sched };
-    let r = catch_unwind(AssertUnwindSafe(|| f(sched)));
-    let _ = LOCAL.try_with(|l| l.in_step.set(false));
+    one_at_a_time(|| {
+        // SAFETY: `cancel_sched` is set only while the step's cancel
+        // callback runs on this (the owner) thread, from the `&mut
+        // Scheduler` the engine gave that callback
+        // (`Step::set_cancel_sched`), and cleared when it returns; the
+        // engine does not use its reference meanwhile. `one_at_a_time`
+        // lets only one `&mut` made from it live at a time.
+        let sched = unsafe { &mut *sched };
+        f(sched)
+    })?
     // An engine panic must not cross into C: the call does nothing.
-    r.map_err(crate::steps::drop_caught::drop_payload).ok()
+    .map_err(crate::steps::drop_caught::drop_payload)
+    .ok()
 }
 
 /// Runs `f` off the step's callback, with the step's external handle.
