@@ -144,26 +144,26 @@ impl ForeignExternal {
         }
         let mut out = FutoInArgs::EMPTY;
         value::to_c(args.into_args(), &mut out);
-        if let Some(h) = &self.own {
+        let r = match (&self.own, self.api().success) {
             // What the implementation's success() does with them off the
             // callback, on the step's own handle: the values go through C
             // as they would, and a value C cannot carry fails the step.
             // SAFETY: `out` holds values as the header describes.
-            let r = match unsafe { value::from_c(&mut out) } {
+            (Some(h), _) => match unsafe { value::from_c(&mut out) } {
                 Ok(a) => h.success(a),
                 Err(e) => h.fail(e),
-            };
-            value::reset_all(&mut out);
-            return r.map_err(|_| Self::ended());
-        }
-        let Some(success) = self.api().success else {
-            value::reset_all(&mut out);
-            return Err(Error::internal("wrap: the implementation has no success"));
+            }
+            .map_err(|_| Self::ended()),
+            (None, Some(success)) => {
+                // SAFETY: as in `api`; `out` holds values as the header
+                // describes.
+                unsafe { success(self.bsi, &mut out) };
+                Ok(())
+            }
+            (None, None) => Err(Error::internal("wrap: the implementation has no success")),
         };
-        // SAFETY: as in `api`; `out` holds values as the header describes.
-        unsafe { success(self.bsi, &mut out) };
         value::reset_all(&mut out);
-        Ok(())
+        r
     }
 
     /// Fails the step with `code` and `info`; `InternalError` when it has
