@@ -3,7 +3,8 @@
 use crate::args::FromArgs;
 use crate::error::Error;
 use crate::steps::result::Promise;
-use crate::tool::scheduler::{Drain, Scheduler, Stats, MAX_DELAY};
+use crate::tool::scheduler::{Scheduler, Stats, MAX_DELAY};
+use crate::tool::shared::Drain;
 use crate::tool::timers::HORIZON;
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};

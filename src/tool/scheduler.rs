@@ -9,7 +9,7 @@ use crate::steps::flow::{Flow, Resume};
 use crate::steps::frame::Extra;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, FlowHandle, WaitToken};
-use crate::tool::shared::{Batch, Msg, OwnerGuard, Shared};
+use crate::tool::shared::{Drain, Msg, OwnerGuard, Shared};
 use crate::tool::timers::Timers;
 use slotmap::{new_key_type, SlotMap};
 use smallvec::SmallVec;
@@ -74,61 +74,6 @@ new_key_type! {
 
 /// Steps a flow may run before it yields the loop to other work.
 pub(crate) const BURST: u32 = 1024;
-
-/// At most this many messages run in one pass of the loop
-/// ([`Scheduler::run_inbox`]).
-pub(crate) const DRAIN_MAX: usize = 64;
-
-/// The messages one pass runs (see [`Scheduler::run_inbox`]): the batch
-/// waiting when it starts, then those sent meanwhile, batch after batch,
-/// until a batch finds none or [`DRAIN_MAX`] have run. Taken one message
-/// at a time, so `TestTool` runs the same messages in a turn as
-/// `AsyncTool` does in a pass.
-pub(crate) struct Drain {
-    batch: Batch,
-    /// Messages taken so far.
-    ran: usize,
-    /// `ran` when `batch` was taken: a batch that gives nothing ends the
-    /// drain.
-    batch_start: usize,
-    /// Over: later messages wait for the next drain.
-    done: bool,
-}
-
-impl Drain {
-    /// A drain starting with the messages waiting now; owner thread only.
-    #[inline]
-    pub(crate) fn new(shared: &Shared) -> Self {
-        Drain {
-            batch: shared.batch(),
-            ran: 0,
-            batch_start: 0,
-            done: false,
-        }
-    }
-
-    /// The next message of the drain; `None` once it is over (and from
-    /// then on).
-    #[inline]
-    pub(crate) fn next(&mut self, shared: &Shared) -> Option<Msg> {
-        while !self.done {
-            if self.ran == DRAIN_MAX {
-                break;
-            }
-            if let Some(m) = self.batch.next(shared) {
-                self.ran += 1;
-                return Some(m);
-            }
-            if self.ran == self.batch_start {
-                break;
-            }
-            self.batch = shared.batch();
-            self.batch_start = self.ran;
-        }
-        self.done = true;
-        None
-    }
-}
 
 /// At most this many emptied `Extra`s are kept for reuse per loop (a few
 /// hundred bytes each).
@@ -781,9 +726,9 @@ impl Scheduler {
         }
     }
 
-    /// Runs the messages that wait when it starts (see [`Batch`]), then
+    /// Runs the messages that wait when it starts (see [`Batch`](crate::tool::shared::Batch)), then
     /// those that came meanwhile, batch after batch, until a batch finds
-    /// none or [`DRAIN_MAX`] have run; the rest wait for the next pass.
+    /// none or [`DRAIN_MAX`](crate::tool::shared::DRAIN_MAX) have run; the rest wait for the next pass.
     /// (The rule is [`Drain`]'s, which `TestTool` follows too, one message
     /// at a time.)
     ///
@@ -864,7 +809,7 @@ impl Scheduler {
     }
 
     /// One pass: the due timers join the queue, the messages run (those
-    /// waiting, then those sent meanwhile, up to [`DRAIN_MAX`]; see
+    /// waiting, then those sent meanwhile, up to [`DRAIN_MAX`](crate::tool::shared::DRAIN_MAX); see
     /// [`run_inbox`](Self::run_inbox)), then the entries that were queued
     /// before the messages ran. What the pass queues (a flow a message
     /// started or resumed) and the messages past the bound wait for the

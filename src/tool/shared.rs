@@ -421,6 +421,61 @@ impl Batch {
     }
 }
 
+/// At most this many messages run in one pass of the loop
+/// (`Scheduler::run_inbox`).
+pub(crate) const DRAIN_MAX: usize = 64;
+
+/// The messages one pass runs (see `Scheduler::run_inbox`): the batch
+/// waiting when it starts, then those sent meanwhile, batch after batch,
+/// until a batch finds none or [`DRAIN_MAX`] have run. Taken one message
+/// at a time, so `TestTool` runs the same messages in a turn as
+/// `AsyncTool` does in a pass.
+pub(crate) struct Drain {
+    batch: Batch,
+    /// Messages taken so far.
+    pub(crate) ran: usize,
+    /// `ran` when `batch` was taken: a batch that gives nothing ends the
+    /// drain.
+    batch_start: usize,
+    /// Over: later messages wait for the next drain.
+    done: bool,
+}
+
+impl Drain {
+    /// A drain starting with the messages waiting now; owner thread only.
+    #[inline]
+    pub(crate) fn new(shared: &Shared) -> Self {
+        Drain {
+            batch: shared.batch(),
+            ran: 0,
+            batch_start: 0,
+            done: false,
+        }
+    }
+
+    /// The next message of the drain; `None` once it is over (and from
+    /// then on).
+    #[inline]
+    pub(crate) fn next(&mut self, shared: &Shared) -> Option<Msg> {
+        while !self.done {
+            if self.ran == DRAIN_MAX {
+                break;
+            }
+            if let Some(m) = self.batch.next(shared) {
+                self.ran += 1;
+                return Some(m);
+            }
+            if self.ran == self.batch_start {
+                break;
+            }
+            self.batch = shared.batch();
+            self.batch_start = self.ran;
+        }
+        self.done = true;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
