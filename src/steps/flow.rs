@@ -67,15 +67,15 @@ pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
     Error::internal(format!("panic in {what}: {msg}"))
 }
 
-/// What an execute callback's run comes to: a recorded misuse (which
-/// fails the step even if the callback ignored the returned `Err`), else a
-/// panic as `InternalError`, else what it returned.
+/// What an execute callback's run comes to: a recorded misuse or
+/// `error()` (which fails the step even if the callback ignored the
+/// returned `Err`), else a panic as `InternalError`, else what it returned.
 #[inline(always)]
 fn call_result(
     r: Result<crate::StepResult, Box<dyn Any + Send>>,
-    misuse: Option<Error>,
+    fails_with: Option<Error>,
 ) -> crate::StepResult {
-    match (r, misuse) {
+    match (r, fails_with) {
         (_, Some(e)) => Err(e),
         (Ok(r), None) => r,
         (Err(p), None) => Err(panic_error("step", p)),
@@ -672,7 +672,7 @@ impl Flow {
             !out.added && !out.io_wait,
             "a step added sub-steps or waits without its frame"
         );
-        match call_result(r, out.misuse) {
+        match call_result(r, out.fails_with) {
             Ok(()) => {
                 if !out.succeeded {
                     // Implicit success: the next step gets no args (spec 1.6).
@@ -705,7 +705,7 @@ impl Flow {
         r: Result<crate::StepResult, Box<dyn Any + Send>>,
         out: Outcome,
     ) -> Option<Act> {
-        let r = call_result(r, out.misuse);
+        let r = call_result(r, out.fails_with);
         let st = self.st(sid);
         let top = st.frames.last_mut().expect("a frame");
         let mut r = r;

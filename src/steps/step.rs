@@ -30,12 +30,12 @@ pub(crate) struct Outcome {
     /// nothing else yet: the first `sync::enter` it reaches may run the
     /// section in place (and clears this).
     pub engine_sync: bool,
-    /// `misuse` holds a misuse's `InternalError` (it stays: later
+    /// `fails_with` holds a misuse's `InternalError` (it stays: later
     /// `error()` calls do not replace it).
     pub misused: bool,
     /// The error the step fails with whatever its callback returns: the
     /// first misuse, else the last `error()` it raised.
-    pub misuse: Option<Error>,
+    pub fails_with: Option<Error>,
 }
 
 /// The execution API of one running step: given as `&mut Step` to every
@@ -173,7 +173,7 @@ impl<'a> Step<'a> {
                 io_wait: false,
                 engine_sync: false,
                 misused: false,
-                misuse: None,
+                fails_with: None,
             },
         }
     }
@@ -242,7 +242,7 @@ impl<'a> Step<'a> {
     /// the flow's step budget is spent.
     #[inline]
     pub(crate) fn recycle(&mut self) -> Option<bool> {
-        if self.out.added || self.out.misuse.is_some() {
+        if self.out.added || self.out.fails_with.is_some() {
             return None;
         }
         debug_assert!(self.pending.is_none(), "a loop iteration's frame is pushed");
@@ -267,10 +267,7 @@ impl<'a> Step<'a> {
 
     fn misuse(&mut self, info: &'static str) -> StepResult {
         let e = Error::internal(info);
-        if !self.out.misused {
-            self.out.misused = true;
-            self.out.misuse = Some(e.clone());
-        }
+        self.record_misuse(&e);
         Err(e)
     }
 
@@ -510,7 +507,7 @@ impl<'a> Step<'a> {
         // (an ignored `Err` is a caught throw, spec 3.5), unless a misuse
         // was recorded; `error_info` is assigned at the call (spec 2.2.2).
         if !self.out.misused {
-            self.out.misuse = Some(e.clone());
+            self.out.fails_with = Some(e.clone());
         }
         self.flow.state.set_error_info(e.info());
         Err(e)
@@ -529,11 +526,17 @@ impl<'a> Step<'a> {
             return e;
         };
         let m = Error::internal(format!("error() after {after} (asked for {e})"));
+        self.record_misuse(&m);
+        m
+    }
+
+    /// Makes `e` the step's result, unless a misuse already is (the first
+    /// misuse stays).
+    fn record_misuse(&mut self, e: &Error) {
         if !self.out.misused {
             self.out.misused = true;
-            self.out.misuse = Some(m.clone());
+            self.out.fails_with = Some(e.clone());
         }
-        m
     }
 
     fn frame_flags(&mut self) -> &mut u8 {

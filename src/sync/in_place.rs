@@ -213,7 +213,7 @@ where
     A: FromArgs + 'static,
 {
     let r = A::from_args(s.args()).and_then(|a| f(s, a));
-    if s.sched.section.is_some() && r.is_ok() && s.out_mut().misuse.is_none() {
+    if s.sched.section.is_some() && r.is_ok() && s.out_mut().fails_with.is_none() {
         // Done without a frame: the step succeeds now (an error, a misuse
         // or a panic gets the frame, which unwinds holding the lock). Args
         // the section left unread go first, under the lock, as with its

@@ -143,7 +143,7 @@ impl Flow {
             let mut step = Step::new(sched, self, sid, depth, true);
             let r = catch_unwind(AssertUnwindSafe(|| catch.call(&mut step, &err)));
             let out = step.into_outcome();
-            let r = match (r, out.misuse) {
+            let r = match (r, out.fails_with) {
                 (_, Some(e)) => Err(e),
                 (Ok(r), None) => r,
                 (Err(p), None) => Err(panic_error("error handler", p)),
