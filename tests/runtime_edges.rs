@@ -379,20 +379,28 @@ fn stats_once(
     }
 }
 
+/// A flow of one step that meets this test's thread at the returned
+/// barrier `times` times, then ends.
+fn meeting_flow(times: usize) -> (AsyncSteps, Arc<std::sync::Barrier>) {
+    let meet = Arc::new(std::sync::Barrier::new(2));
+    let m = meet.clone();
+    let mut root = AsyncSteps::new();
+    root.add(move |_, ()| {
+        for _ in 0..times {
+            m.wait();
+        }
+        Ok(())
+    });
+    (root, meet)
+}
+
 /// A flow cancelled before it started is answered without running: it is
 /// not counted as started (it was).
 #[test]
 fn started_leaves_out_flows_cancelled_before_they_started() {
     let rt = one_loop().build().unwrap();
     // Met twice: when the blocker runs, and when it may end.
-    let meet = Arc::new(std::sync::Barrier::new(2));
-    let m = meet.clone();
-    let mut blocker = AsyncSteps::new();
-    blocker.add(move |_, ()| {
-        m.wait();
-        m.wait();
-        Ok(())
-    });
+    let (blocker, meet) = meeting_flow(2);
     let pb = rt.spawn::<()>(blocker);
     meet.wait();
     let cancelled: Vec<_> = (0..5)
@@ -418,13 +426,7 @@ fn started_leaves_out_flows_cancelled_before_they_started() {
 #[test]
 fn test_tool_block_on_a_runtime_flow_says_what_to_use() {
     let rt = one_loop().build().unwrap();
-    let meet = Arc::new(std::sync::Barrier::new(2));
-    let m = meet.clone();
-    let mut root = AsyncSteps::new();
-    root.add(move |_, ()| {
-        m.wait();
-        Ok(())
-    });
+    let (root, meet) = meeting_flow(1);
     let p = rt.spawn::<()>(root);
     let mut tool = TestTool::new();
     let e = tool.block_on(p).unwrap_err();
