@@ -4,7 +4,11 @@
 //! Run with `cargo bench --bench net`. Under `cargo test --benches` the
 //! echo case runs once at a tiny size and the HTTP case is skipped.
 //!
-//! Every case runs four servers, alternating, 3 rounds each; medians:
+//! Every case runs four servers, alternating, 3 rounds each (`NET_ROUNDS`
+//! sets another number; `NET_KEEPALIVE_ONLY=1` skips the `Connection:
+//! close` cases); medians, and each server's median of its per-round
+//! ratios to tokio (the rounds run the servers back to back, so a round's
+//! ratio leaves out a slow phase of the machine):
 //! ours on a 2-loop runtime with one listener whose acceptor hands each
 //! connection to the least busy loop (`spread`), the same with the loop
 //! threads not pinned to cores (`unpinned`), ours with one `SO_REUSEPORT`
@@ -125,6 +129,19 @@ fn start(case: &str, which: &str, addr: SocketAddr) -> (Server, SocketAddr) {
     }
 }
 
+/// Rounds per case: `NET_ROUNDS` (at least 1), 3 by default. The spread
+/// within one case on a shared 2-core machine is wide (see the module
+/// docs); more rounds narrow the medians.
+fn rounds_from_env() -> usize {
+    match std::env::var("NET_ROUNDS") {
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("NET_ROUNDS={v:?}: expected a whole number of rounds, at least 1"),
+        },
+        Err(_) => 3,
+    }
+}
+
 /// `--serve CASE SERVER [ADDR]`: serve until SIGINT or SIGTERM.
 fn serve_alone(args: &[String]) {
     let case = args.first().map_or("echo", String::as_str);
@@ -229,16 +246,26 @@ fn compare(
         }
     }
     drop(servers);
-    println!("{title}, median of {runs} (min-max):");
-    let tokio = Stats::of(figures[SERVERS.len() - 1].clone()).median;
+    println!(
+        "{title}, median of {runs} (min-max); /tokio: ratio of medians, \
+         and the median of the rounds' own ratios:"
+    );
+    let tokio_rounds = figures[SERVERS.len() - 1].clone();
+    let tokio = Stats::of(tokio_rounds.clone()).median;
     for (name, v) in SERVERS.iter().zip(figures) {
+        // Each round runs every server back to back: its own ratio
+        // leaves out what changed between rounds.
+        let paired = Stats::of(v.iter().zip(&tokio_rounds).map(|(o, t)| o / t).collect());
         let st = Stats::of(v);
         println!(
-            "  {name:>9} {:>9.0} ({:.0}-{:.0})   /tokio {:.2}x",
+            "  {name:>9} {:>9.0} ({:.0}-{:.0})   /tokio {:.2}x, per round {:.2}x ({:.2}-{:.2})",
             st.median,
             st.min,
             st.max,
-            st.median / tokio
+            st.median / tokio,
+            paired.median,
+            paired.min,
+            paired.max
         );
     }
     Some(())
@@ -253,7 +280,11 @@ fn main() {
         return;
     }
     let full = full_run();
-    let (conns, rounds, runs) = if full { (100, 10_000, 3) } else { (10, 100, 1) };
+    let (conns, rounds, runs) = if full {
+        (100, 10_000, rounds_from_env())
+    } else {
+        (10, 100, 1)
+    };
     let total = (conns * rounds) as f64;
     // One client thread, then two: one thread saturates before either
     // server does (it is the bottleneck: see the module docs), two let
@@ -274,6 +305,9 @@ fn main() {
     }
     for threads in [1, 2] {
         for (close, what) in [(false, "keep-alive"), (true, "Connection: close")] {
+            if close && std::env::var_os("NET_KEEPALIVE_ONLY").is_some() {
+                continue;
+            }
             let title = format!("http, wrk -t{threads} -c100 -d5s {what}, requests/s");
             if compare("http", &title, runs, |addr| wrk(addr, threads, 5, close)).is_none() {
                 println!("http: skipped (wrk is not installed: apt-get install wrk)");
