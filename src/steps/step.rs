@@ -560,7 +560,14 @@ impl<'a> Step<'a> {
     /// Limits this step and its whole sub-tree to `timeout` (spec
     /// `setTimeout`); when it expires, cancel callbacks run innermost first
     /// and a `Timeout` error is raised at this step. A later call replaces the
-    /// limit. Disables implicit success when no sub-steps are added.
+    /// limit. Disables implicit success when no sub-steps are added. A limit
+    /// above 100 years counts as 100 years (`Duration::MAX` included).
+    ///
+    /// Like [`set_cancel`](Self::set_cancel) and
+    /// [`wait_external`](Self::wait_external), it belongs to the execute
+    /// callback (spec 2.2.2): in an error handler it fails the step with
+    /// `InternalError` ("set_timeout() is not allowed in an error
+    /// handler"). A handler that needs to wait adds a step that does.
     ///
     /// ```
     /// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
@@ -599,7 +606,9 @@ impl<'a> Step<'a> {
 
     /// Sets the callback that cancels this step's external activity (spec
     /// `setCancel`); it runs when the step is cancelled, times out, or an
-    /// error unwinds through it. Disables implicit success.
+    /// error unwinds through it. Disables implicit success. A later call
+    /// replaces the callback. In an error handler it fails the step with
+    /// `InternalError`, as [`set_timeout`](Self::set_timeout) does.
     pub fn set_cancel(&mut self, on_cancel: impl FnOnce() + 'static) {
         self.set_cancel_sched(move |_| on_cancel());
     }
@@ -624,6 +633,10 @@ impl<'a> Step<'a> {
     /// timeout or a cancel: without either it waits for good, and so does
     /// a `block_on` or `Promise::wait` of its flow. Set a timeout when the
     /// other side may fail.
+    ///
+    /// In an error handler it fails the step with `InternalError`, as
+    /// [`set_timeout`](Self::set_timeout) does, and the handle it returns
+    /// is already closed (its calls are refused).
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
@@ -720,7 +733,13 @@ impl<'a> Step<'a> {
             .and_then(|f| f.extra.as_mut())
             .and_then(|x| x.stack.get_mut(r.idx as usize))
             .and_then(|b| (**b).downcast_mut::<T>())
-            .ok_or_else(|| Error::internal("stack_get(): the step that owns this value has ended"))
+            .ok_or_else(|| {
+                Error::internal(
+                    "stack_get(): the step that owns this value has ended, or is \
+                     not this step nor one of its ancestors (a sibling parallel \
+                     branch, say)",
+                )
+            })
     }
 
     /// Adds a step that awaits a Rust `Future` (spec `await`, 1.13). Its

@@ -308,6 +308,8 @@ impl Scheduler {
 
     /// Schedules `f` to run after `delay` (spec `deferred`); a zero delay runs
     /// it on the next loop iteration, after the immediates already queued.
+    /// A delay above 100 years counts as 100 years (`Duration::MAX`
+    /// included).
     pub fn deferred(
         &mut self,
         delay: Duration,
