@@ -168,3 +168,47 @@ fn huge_timeouts_count_as_a_hundred_years() {
     assert_eq!(tool.run_all(), 1);
     assert_eq!(tool.elapsed(), CENTURY);
 }
+
+/// The model's labelled loops: `continue_label` from a nested loop goes on
+/// with the labelled `for_each`'s next item, `break_label` ends the
+/// labelled `repeat`; a model started twice runs its loops afresh.
+#[test]
+fn model_level_labelled_loops() {
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.state().set("log", String::new());
+    root.for_each_labeled("ITEMS", vec!["a", "b"], |s, _, item| {
+        s.repeat(3, move |s, j| {
+            s.state()
+                .get_mut::<String>("log")
+                .unwrap()
+                .push_str(&format!("{item}{j} "));
+            if j == 1 {
+                return s.continue_label("ITEMS");
+            }
+            Ok(())
+        });
+        Ok(())
+    });
+    root.repeat_labeled("COUNT", 5, |s, i| {
+        s.loop_(move |s| {
+            s.state()
+                .get_mut::<String>("log")
+                .unwrap()
+                .push_str(&format!("c{i} "));
+            if i == 1 {
+                return s.break_label("COUNT");
+            }
+            s.break_loop()
+        });
+        Ok(())
+    });
+    root.add(|s, ()| {
+        let log = s.state().get::<String>("log").unwrap().clone();
+        s.success((log,))
+    });
+    for _ in 0..2 {
+        let p = root.clone().promise::<(String,)>(&mut tool);
+        assert_eq!(tool.block_on(p).unwrap().0, "a0 a1 b0 b1 c0 c1 ");
+    }
+}

@@ -277,6 +277,78 @@ impl AsyncSteps {
         })
     }
 
+    /// [`loop_`](Self::loop_) with a label for `break_label` and
+    /// `continue_label` from loops nested in it; see [`Step::loop_labeled`].
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.state().set("n", 0u32);
+    /// root.loop_labeled("OUTER", |s| {
+    ///     s.repeat(10, |s, i| {
+    ///         *s.state().get_mut::<u32>("n").unwrap() += 1;
+    ///         if i == 2 {
+    ///             return s.break_label("OUTER");
+    ///         }
+    ///         Ok(())
+    ///     });
+    ///     Ok(())
+    /// });
+    /// root.add(|s, ()| {
+    ///     let n = *s.state().get::<u32>("n").unwrap();
+    ///     s.success((n,))
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(u32,)>(p).unwrap().0, 3);
+    /// ```
+    pub fn loop_labeled<F>(&mut self, label: impl Into<String>, body: F) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>) -> StepResult + Clone + Send + 'static,
+    {
+        let label = label.into();
+        self.add(move |s, ()| {
+            s.loop_labeled(label, body);
+            Ok(())
+        })
+    }
+
+    /// [`repeat`](Self::repeat) with a label; see [`Step::repeat_labeled`].
+    pub fn repeat_labeled<F>(
+        &mut self,
+        label: impl Into<String>,
+        count: usize,
+        body: F,
+    ) -> &mut Self
+    where
+        F: FnMut(&mut Step<'_>, usize) -> StepResult + Clone + Send + 'static,
+    {
+        let label = label.into();
+        self.add(move |s, ()| {
+            s.repeat_labeled(label, count, body);
+            Ok(())
+        })
+    }
+
+    /// [`for_each`](Self::for_each) with a label; see
+    /// [`Step::for_each_labeled`].
+    pub fn for_each_labeled<I, F>(
+        &mut self,
+        label: impl Into<String>,
+        items: I,
+        body: F,
+    ) -> &mut Self
+    where
+        I: LoopItems + Clone + Send + 'static,
+        F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + Clone + Send + 'static,
+    {
+        let label = label.into();
+        self.add(move |s, ()| {
+            s.for_each_labeled(label, items, body);
+            Ok(())
+        })
+    }
+
     /// Starts the flow on `tool` (spec `execute`); it runs from the loop's
     /// next turn. An error nobody handles goes to the loop's unhandled-error
     /// hook. The returned handle cancels it.
