@@ -404,7 +404,10 @@ pub fn connection(conn: TcpStream, idle: Option<Duration>) -> AsyncSteps {
                 })
             });
             s.add(move |s, ()| {
-                if unanswered.get() {
+                // Input may also wait unread in the socket: the reads of a
+                // turn stop after a number of full ones, and more may have
+                // come since.
+                if unanswered.get() || unread_input(s.stack_get(c)?) {
                     linger(s, c);
                 }
                 Ok(())
@@ -414,6 +417,18 @@ pub fn connection(conn: TcpStream, idle: Option<Duration>) -> AsyncSteps {
         crate::serve::end_quietly_on_peer_error,
     );
     root
+}
+
+/// True when the client has sent bytes that `conn` has not read yet (or
+/// a peek cannot tell): closing now would reset the connection.
+fn unread_input(conn: &TcpStream) -> bool {
+    loop {
+        match conn.peek(&mut [0u8; 1]) {
+            Ok(n) => return n > 0,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return e.kind() != ErrorKind::WouldBlock,
+        }
+    }
 }
 
 /// Closes `conn`, whose client may still be sending, in stages (RFC 9112

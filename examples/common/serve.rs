@@ -190,16 +190,18 @@ pub fn end_quietly_on_peer_error(
 /// peers have no limit either.
 pub fn idle_from_args() -> Result<Option<Duration>, String> {
     let value = std::env::args().find_map(|a| a.strip_prefix("--idle-timeout=").map(str::to_owned));
-    match value {
-        None => Ok(None),
-        Some(v) => match v.parse::<f64>() {
-            Ok(secs) if secs > 0.0 && secs.is_finite() && secs <= 86_400.0 => {
-                Ok(Some(Duration::from_secs_f64(secs)))
-            }
-            _ => Err(format!(
-                "--idle-timeout wants seconds, more than 0 and at most 86400; got {v:?}"
-            )),
-        },
+    value.map(|v| parse_idle(&v)).transpose()
+}
+
+/// The value of `--idle-timeout=SECS`: seconds, at least a nanosecond
+/// (a smaller one would be a zero limit, failing every wait at once) and
+/// at most a day.
+pub fn parse_idle(v: &str) -> Result<Duration, String> {
+    match v.parse::<f64>() {
+        Ok(secs) if (1e-9..=86_400.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "--idle-timeout wants seconds, from 0.000000001 to 86400; got {v:?}"
+        )),
     }
 }
 
