@@ -170,7 +170,9 @@ pub struct ServeOptions {
     /// (the default): no limit, as a client that never sends its request
     /// or never reads its replies then holds the connection for good; set
     /// one on servers that face untrusted peers. `Some(Duration::ZERO)`
-    /// fails the first wait at once.
+    /// fails the first wait for readiness the stream does not already
+    /// have (a wait whose readiness is kept from an earlier event ends
+    /// before its timer).
     pub idle_timeout: Option<Duration>,
 }
 
