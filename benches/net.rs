@@ -40,7 +40,8 @@
 //! For profiling one server alone (`strace -c -f`, `valgrind
 //! --tool=callgrind`), `-- --serve <echo|http> <spread|unpinned|reuseport|tokio>
 //! [ADDR]` serves until SIGINT or SIGTERM instead, on `ADDR`
-//! (127.0.0.1:7007 by default).
+//! (127.0.0.1:7007 by default), and `-- --echo-client [ADDR] [THREADS]`
+//! runs the echo case's client alone against it.
 
 mod common;
 #[path = "../examples/common/echo.rs"]
@@ -163,6 +164,21 @@ fn serve_alone(args: &[String]) {
     drop(server);
 }
 
+/// `--echo-client ADDR [THREADS]`: the echo case's client (100
+/// connections x 10,000 round trips) against a server started with
+/// `--serve echo`; prints round trips/s.
+fn echo_client_alone(args: &[String]) {
+    let addr = args
+        .first()
+        .map_or("127.0.0.1:7007", String::as_str)
+        .parse()
+        .expect("address");
+    let threads = args.get(1).map_or(Ok(1), |t| t.parse()).expect("threads");
+    let (conns, rounds) = (100, 10_000);
+    let t = client(addr, conns, rounds, threads);
+    println!("{:.0}", (conns * rounds) as f64 / t.as_secs_f64());
+}
+
 /// `conns` connections each doing `rounds` round trips of `MSG` bytes,
 /// driven by `threads` client threads (one `current_thread` runtime each,
 /// the connections split evenly); returns the wall time from the moment
@@ -275,6 +291,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--serve") {
         return serve_alone(&args[i + 1..]);
+    }
+    if let Some(i) = args.iter().position(|a| a == "--echo-client") {
+        return echo_client_alone(&args[i + 1..]);
     }
     if profiling() {
         return;

@@ -169,6 +169,14 @@ impl AsyncTool {
             Trim::At(at) => Some(at),
             Trim::Nothing => None,
         };
+        // About to sleep in the poll while steps wait for I/O: give the
+        // thread's core away once and look again first (see
+        // `yield_before_poll`).
+        if max_wait != Some(Duration::ZERO) && self.sleeps_in_poll() {
+            if let Some(n) = self.yield_before_poll()? {
+                return Ok(n);
+            }
+        }
         // Sleep until the earliest of `max_wait`, the next timer and the
         // start of the trim.
         let mut wait = max_wait;
@@ -181,10 +189,10 @@ impl AsyncTool {
         // blocking in `epoll_wait`: a futex wake-up is the cheaper of the
         // two, for the waker and for the woken thread (a cross-thread
         // ping-pong's round trip is two of them).
-        let how = if self.sched.io_waits() == 0 && !self.foreign_sources.get() {
-            Sleep::Park
-        } else {
+        let how = if self.sleeps_in_poll() {
             Sleep::Poll
+        } else {
+            Sleep::Park
         };
         if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep(how, idle) {
             let r = match how {
@@ -200,6 +208,39 @@ impl AsyncTool {
         }
         self.sched.now = Instant::now();
         Ok(self.sched.run_pass() + io)
+    }
+
+    /// The loop sleeps in `epoll_wait` (it watches I/O sources, or may),
+    /// not by parking its thread.
+    fn sleeps_in_poll(&self) -> bool {
+        self.sched.io_waits() > 0 || self.foreign_sources.get()
+    }
+
+    /// Before a loop that watches I/O sleeps in its poll, it yields its
+    /// core once (`std::thread::yield_now`) and polls again without
+    /// waiting; `Some` is the turn's count when that found events or
+    /// messages.
+    ///
+    /// Where the peer of a connection shares the loop's core (a client on
+    /// the same machine, another loop), the yield lets it run and send
+    /// the next request, which the loop then takes without going to sleep
+    /// and being woken: each such round costs the peer a wake-up and both a
+    /// context switch. With the client on the same two cores, the loops'
+    /// voluntary context switches fell from 0.15-0.36 to 0.03 per HTTP
+    /// request (`wrk -t1`) and from 0.09-0.36 to 0.01 per echo round trip,
+    /// and the median throughput rose by 5% and 19% (`docs/net.md`). On a
+    /// core with nothing else to run it costs two system calls before the
+    /// sleep.
+    fn yield_before_poll(&mut self) -> io::Result<Option<usize>> {
+        std::thread::yield_now();
+        let (io, woken) = self.poll_io(Some(Duration::ZERO))?;
+        self.sched.now = Instant::now();
+        if io == 0 && !woken && self.sched.shared.is_empty() {
+            return Ok(None);
+        }
+        let n = self.sched.run_pass() + io;
+        self.sched.busy();
+        Ok(Some(n))
     }
 
     /// Polls the reactor for up to `wait` and completes the steps whose
@@ -447,6 +488,36 @@ mod tests {
             start.elapsed() < Duration::from_secs(8),
             "slept through a wake"
         );
+    }
+
+    /// An event that came while the loop slept (its turn then skips the
+    /// busy poll) is taken by the poll after the yield, before the loop
+    /// would go to sleep: the step goes on in that turn and the loop
+    /// never sleeps (the next turn starts with a busy poll again).
+    #[test]
+    fn a_loop_about_to_sleep_in_poll_takes_a_ready_event_after_its_yield() {
+        let mut tool = AsyncTool::new().unwrap();
+        let listener = mio::net::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut root = AsyncSteps::new();
+        let ln = crate::TakeOnce::new(listener);
+        root.add(move |s: &mut Step<'_>, ()| {
+            let l = s.stack(ln.take().expect("listener"));
+            s.wait_io(l, mio::Interest::READABLE)
+        });
+        let mut p = root.promise::<(crate::io::Ready,)>(&mut tool);
+        tool.iterate(Some(Duration::ZERO)).unwrap();
+        assert_eq!(tool.stats().io, 1);
+        // Nothing comes: the turn ends asleep in the poll.
+        tool.iterate(Some(Duration::from_millis(1))).unwrap();
+        assert!(tool.just_polled);
+        // The connection is queued (loopback completes the handshake in
+        // `connect`); the listener's event waits in the kernel.
+        let _conn = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(tool.iterate(Some(Duration::from_secs(10))).unwrap(), 1);
+        assert!(!tool.just_polled, "the loop slept in its poll");
+        assert!(p.try_take().unwrap().unwrap().0.readable);
+        assert_eq!(tool.stats().io, 0);
     }
 
     #[test]
