@@ -40,6 +40,21 @@ impl Default for LimiterOptions {
     }
 }
 
+/// What a [`Limiter`] holds at one moment; see [`Limiter::counts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LimiterCounts {
+    /// Flows holding a concurrency slot (at most `concurrent`), whether
+    /// they have passed the rate limit or wait for it.
+    pub inside: u32,
+    /// Flows waiting for a concurrency slot (at most `max_queue`).
+    pub waiting: u32,
+    /// Flows that entered in the current rate period (at most `rate`).
+    pub entered: u32,
+    /// Flows holding a slot and waiting for the rate (at most `burst`).
+    pub waiting_rate: u32,
+}
+
 /// A [`Mutex`] (`concurrent`, `max_queue`) around a [`Throttle`] (`rate`
 /// per `period`, `burst` waiting): the limits of request processing in one
 /// object (spec `Limiter`, 1.11.7). A flow first takes a concurrency slot,
@@ -92,6 +107,55 @@ impl Limiter {
         Limiter {
             mutex: Mutex::new(o.concurrent, Some(o.max_queue)),
             throttle: Throttle::new(o.rate, o.period, Some(o.burst)),
+        }
+    }
+
+    /// How many flows hold a concurrency slot and wait for one (its
+    /// [`Mutex`]'s [`counts`](Mutex::counts)), and how many entered in the
+    /// current rate period and wait for the rate (its [`Throttle`]'s
+    /// [`counts`](Throttle::counts)). A snapshot: other loops may change
+    /// it at once.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::sync::{Limiter, LimiterCounts, LimiterOptions};
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// use std::time::Duration;
+    ///
+    /// let mut tool = TestTool::new();
+    /// let l = Limiter::new(LimiterOptions {
+    ///     concurrent: 2,
+    ///     max_queue: 1,
+    ///     rate: 1,
+    ///     period: Duration::from_millis(100),
+    ///     burst: 1,
+    /// });
+    /// for _ in 0..3 {
+    ///     let mut root = AsyncSteps::new();
+    ///     root.sync(&l, |s, ()| {
+    ///         s.wait_external(); // stays inside
+    ///         Ok(())
+    ///     });
+    ///     root.execute(&mut tool);
+    /// }
+    /// tool.run_all_ready();
+    /// // Two have a slot: one entered this period, one waits for the
+    /// // rate; the third waits for a slot.
+    /// let c = l.counts();
+    /// assert_eq!((c.inside, c.waiting), (2, 1));
+    /// assert_eq!((c.entered, c.waiting_rate), (1, 1));
+    /// // The next period lets the second one in.
+    /// tool.advance(Duration::from_millis(100));
+    /// let c = l.counts();
+    /// assert_eq!((c.inside, c.waiting, c.entered, c.waiting_rate), (2, 1, 1, 0));
+    /// ```
+    pub fn counts(&self) -> LimiterCounts {
+        let (inside, waiting) = self.mutex.counts();
+        let (entered, waiting_rate) = self.throttle.counts();
+        LimiterCounts {
+            inside,
+            waiting,
+            entered,
+            waiting_rate,
         }
     }
 

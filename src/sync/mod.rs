@@ -28,7 +28,7 @@ mod limiter;
 mod mutex;
 mod throttle;
 
-pub use limiter::{Limiter, LimiterOptions};
+pub use limiter::{Limiter, LimiterCounts, LimiterOptions};
 pub use mutex::Mutex;
 pub use throttle::Throttle;
 
