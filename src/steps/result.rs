@@ -468,7 +468,23 @@ impl<T: FromArgs> Promise<T> {
         !matches!(*self.comp.slot.lock(), Slot::Pending(_))
     }
 
-    /// The result if the flow has ended, without blocking.
+    /// The result if the flow has ended, without blocking: `None` while it
+    /// runs. The result is moved out: a later call (or an `.await` or
+    /// [`wait`](Self::wait) after it) gives `InternalError` ("promise
+    /// result already taken").
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, Promise, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| s.success((7u8,)));
+    /// let mut p: Promise<(u8,)> = root.promise(&mut tool);
+    /// assert!(p.try_take().is_none()); // not run yet
+    /// tool.run_all();
+    /// assert_eq!(p.try_take().unwrap().unwrap(), (7,));
+    /// let again = p.try_take().unwrap().unwrap_err();
+    /// assert_eq!(again.info(), Some("promise result already taken"));
+    /// ```
     pub fn try_take(&mut self) -> Option<Result<T, Error>> {
         self.comp.take().map(Self::convert)
     }
