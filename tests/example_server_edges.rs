@@ -9,14 +9,12 @@ mod serve;
 
 use futoin_asyncsteps::AsyncTool;
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A connected pair whose server side takes a few MiB in its receive
 /// queue, so that a client can queue that much before the server reads.
-fn roomy_pair() -> (
-    std::net::TcpStream,
-    futoin_asyncsteps::io::mio::net::TcpStream,
-) {
+/// The server side is left blocking, for [`wait_queued`].
+fn roomy_pair() -> (std::net::TcpStream, std::net::TcpStream) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     socket2::SockRef::from(&l)
         .set_recv_buffer_size(4 << 20)
@@ -34,27 +32,21 @@ fn roomy_pair() -> (
          least 1 MiB (receive buffer {room} B)"
     );
     let (server, _) = l.accept().unwrap();
-    server.set_nonblocking(true).unwrap();
-    (
-        client,
-        futoin_asyncsteps::io::mio::net::TcpStream::from_std(server),
-    )
+    (client, server)
 }
 
-/// Waits until `n` bytes the client sent are in the server's receive
-/// queue (seen with `peek`), so that what one read of the server gets is
-/// known.
-fn until_queued(server: &futoin_asyncsteps::io::mio::net::TcpStream, n: usize) {
-    let mut buf = vec![0u8; n + 1];
-    let start = Instant::now();
-    loop {
-        match server.peek(&mut buf) {
-            Ok(k) if k >= n => return,
-            _ => {}
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "not queued");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+/// Blocks until `n` bytes the client sent are in the server's receive
+/// queue (a peek that waits for all of them), so that what one read of
+/// the server gets is known.
+fn wait_queued(server: &std::net::TcpStream, n: usize) {
+    server
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); n];
+    let k = socket2::SockRef::from(server)
+        .recv_with_flags(&mut buf, libc::MSG_PEEK | libc::MSG_WAITALL)
+        .expect("the request queued within 20 s");
+    assert_eq!(k, n);
 }
 
 /// A request that asks to close, exactly as long as the server's reads of
@@ -65,7 +57,7 @@ fn until_queued(server: &futoin_asyncsteps::io::mio::net::TcpStream, n: usize) {
 fn a_close_with_a_pipelined_request_still_unread_lingers() {
     const TURN: usize = 16 * 16 * 1024;
     let mut tool = AsyncTool::new().unwrap();
-    let (mut client, conn) = roomy_pair();
+    let (mut client, server) = roomy_pair();
     let head = |n: usize| {
         format!("POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {n:06}\r\n\r\n")
     };
@@ -79,8 +71,10 @@ fn a_close_with_a_pipelined_request_still_unread_lingers() {
         sender.write_all(&request)?;
         sender.shutdown(std::net::Shutdown::Write)
     });
-    until_queued(&conn, total);
+    wait_queued(&server, total);
     writer.join().unwrap().unwrap();
+    server.set_nonblocking(true).unwrap();
+    let conn = futoin_asyncsteps::io::mio::net::TcpStream::from_std(server);
     let p = http::connection(conn, None).promise::<()>(&mut tool);
     tool.block_on(p).unwrap();
     let mut got = Vec::new();
