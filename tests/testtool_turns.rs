@@ -35,7 +35,9 @@ fn zero_timer(s: &mut Scheduler) -> Log {
     });
     l
 }
-fn both(f: fn(&mut Scheduler) -> Log) -> (Vec<&'static str>, Vec<&'static str>) {
+/// Runs the program `f` sets up on an `AsyncTool` and on a `TestTool`
+/// until each is idle; what each logged.
+fn both<T: Clone>(f: fn(&mut Scheduler) -> Arc<Mutex<Vec<T>>>) -> (Vec<T>, Vec<T>) {
     let mut real = AsyncTool::new().unwrap();
     let lr = f(&mut real);
     real.run_until_idle().unwrap();
@@ -81,14 +83,7 @@ fn self_completing_loop(s: &mut Scheduler) -> Names {
 }
 #[test]
 fn messages_sent_during_a_pass_run_in_it_up_to_the_bound_on_both_tools() {
-    let mut real = AsyncTool::new().unwrap();
-    let lr = self_completing_loop(&mut real);
-    real.run_until_idle().unwrap();
-    let mut virt = TestTool::new();
-    let lv = self_completing_loop(&mut virt);
-    virt.run_all();
-    let r = lr.lock().unwrap().clone();
-    let v = lv.lock().unwrap().clone();
+    let (r, v) = both(self_completing_loop);
     // Pass 1: the flow's first iteration, then `I` (queuing `J`). Pass 2:
     // the completions, each sending the next, 64 at most (`DRAIN_MAX`),
     // then `J`. Pass 3: the rest.
