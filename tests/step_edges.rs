@@ -169,6 +169,11 @@ fn huge_timeouts_count_as_a_hundred_years() {
     assert_eq!(tool.elapsed(), CENTURY);
 }
 
+/// Appends to the state's "log".
+fn note(s: &mut futoin_asyncsteps::Step<'_>, text: String) {
+    s.state().get_mut::<String>("log").unwrap().push_str(&text);
+}
+
 /// The model's labelled loops: `continue_label` from a nested loop goes on
 /// with the labelled `for_each`'s next item, `break_label` ends the
 /// labelled `repeat`; a model started twice runs its loops afresh.
@@ -179,10 +184,7 @@ fn model_level_labelled_loops() {
     root.state().set("log", String::new());
     root.for_each_labeled("ITEMS", vec!["a", "b"], |s, _, item| {
         s.repeat(3, move |s, j| {
-            s.state()
-                .get_mut::<String>("log")
-                .unwrap()
-                .push_str(&format!("{item}{j} "));
+            note(s, format!("{item}{j} "));
             if j == 1 {
                 return s.continue_label("ITEMS");
             }
@@ -192,10 +194,7 @@ fn model_level_labelled_loops() {
     });
     root.repeat_labeled("COUNT", 5, |s, i| {
         s.loop_(move |s| {
-            s.state()
-                .get_mut::<String>("log")
-                .unwrap()
-                .push_str(&format!("c{i} "));
+            note(s, format!("c{i} "));
             if i == 1 {
                 return s.break_label("COUNT");
             }
