@@ -306,6 +306,9 @@ impl AsyncSteps {
     where
         F: FnMut(&mut Step<'_>) -> StepResult + Clone + Send + 'static,
     {
+        // Kept apart from `loop_` (and so for `repeat`, `for_each`): an
+        // unlabelled loop's step captures no `Option<String>`, so its
+        // closure stays small enough to be stored in place, not boxed.
         let label = label.into();
         self.add(move |s, ()| {
             s.loop_labeled(label, body);
