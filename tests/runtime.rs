@@ -378,6 +378,55 @@ fn spawn_balanced_from_a_loop_spreads_a_burst_evenly() {
 }
 
 #[test]
+fn balanced_flows_wait_for_their_own_loop_and_are_never_stolen() {
+    let rt = rt(2);
+    const N: usize = 8;
+    // Both loops blocked: the burst is placed on queues nobody takes from
+    // yet, half on each loop (the loops' counts are equal and stay so).
+    let (mut started, mut gates) = (Vec::new(), Vec::new());
+    for i in 0..2 {
+        let (flow, s, go) = blocker();
+        rt.loop_handle(i).unwrap().execute(flow);
+        started.push(s);
+        gates.push(go);
+    }
+    for s in started {
+        s.recv().unwrap();
+    }
+    let (tx, rx) = mpsc::channel();
+    let h = rt.handle();
+    let ps: Vec<_> = (0..N)
+        .map(|_| {
+            let (tx, h) = (tx.clone(), h.clone());
+            let mut root = AsyncSteps::new();
+            root.add(move |_, ()| {
+                tx.send(h.current_loop().unwrap()).unwrap();
+                Ok(())
+            });
+            rt.spawn_balanced::<()>(root)
+        })
+        .collect();
+    // Loop 1 alone runs: its half, and nothing of loop 0's, however many
+    // turns it goes through with nothing else to do.
+    gates[1].send(()).unwrap();
+    let first: Vec<usize> = (0..N / 2).map(|_| rx.recv().unwrap()).collect();
+    assert_eq!(first, [1; N / 2]);
+    sync_loop(&rt, 1);
+    sync_loop(&rt, 1);
+    assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Empty));
+    gates[0].send(()).unwrap();
+    let rest: Vec<usize> = (0..N / 2).map(|_| rx.recv().unwrap()).collect();
+    assert_eq!(rest, [0; N / 2]);
+    for p in ps {
+        p.wait().unwrap();
+    }
+    sync_loops(&rt);
+    let st = rt.stats();
+    assert_eq!((st[0].stolen, st[1].stolen), (0, 0), "{st:?}");
+    assert_eq!((st[0].started, st[1].started), (4, 4), "{st:?}");
+}
+
+#[test]
 fn external_success_storm_from_several_threads() {
     let rt = rt(2);
     const N: usize = 4_000;

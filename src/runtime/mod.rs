@@ -11,7 +11,9 @@
 //! goes to that loop's own queue; flows spawned from any other thread are
 //! dealt to the loops in turn (a parked loop first, which is then woken).
 //! A loop with nothing to do steals flows that were spawned but have not
-//! started yet from its peers; a started flow is never moved.
+//! started yet from its peers; a started flow is never moved. Flows placed
+//! with [`spawn_balanced`](Runtime::spawn_balanced) go to the loop with the
+//! fewest flows and are never stolen.
 //!
 //! ```
 //! use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
@@ -169,8 +171,9 @@ impl Runtime {
     /// Like [`spawn`](Runtime::spawn), but always onto the loop with the
     /// fewest flows (running or waiting to start), even when called from a
     /// loop thread: for an accept loop that hands each connection to a flow
-    /// of its own. The flow may still be stolen by an idle loop before it
-    /// starts.
+    /// of its own. Unlike a spawned flow, it is never stolen by another
+    /// loop before it starts: it runs where it was placed, so a burst
+    /// stays spread evenly.
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, Runtime};
