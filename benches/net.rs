@@ -4,11 +4,12 @@
 //! Run with `cargo bench --bench net`. Under `cargo test --benches` the
 //! echo case runs once at a tiny size and the HTTP case is skipped.
 //!
-//! Every case runs four servers, alternating, 3 rounds each (`NET_ROUNDS`
-//! sets another number; `NET_KEEPALIVE_ONLY=1` skips the `Connection:
-//! close` cases); medians, and each server's median of its per-round
-//! ratios to tokio (the rounds run the servers back to back, so a round's
-//! ratio leaves out a slow phase of the machine):
+//! Every case runs four servers, alternating (every other round in the
+//! reverse order), 3 rounds each (`NET_ROUNDS` sets another number;
+//! `NET_KEEPALIVE_ONLY=1` skips the `Connection: close` cases); medians,
+//! and each server's median of its per-round ratios to tokio (the rounds
+//! run the servers back to back, so a round's ratio leaves out a slow
+//! phase of the machine):
 //! ours on a 2-loop runtime with one listener whose acceptor hands each
 //! connection to the least busy loop (`spread`), the same with the loop
 //! threads not pinned to cores (`unpinned`), ours with one `SO_REUSEPORT`
@@ -256,9 +257,16 @@ fn compare(
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let servers: Vec<_> = SERVERS.iter().map(|w| start(case, w, any)).collect();
     let mut figures = vec![Vec::new(); SERVERS.len()];
-    for _ in 0..runs {
-        for (i, (_, addr)) in servers.iter().enumerate() {
-            figures[i].push(measure(*addr)?);
+    for r in 0..runs {
+        // Every other round runs the servers in the reverse order, so that
+        // none always comes right after the same one (or always first).
+        let order: Vec<usize> = if r % 2 == 0 {
+            (0..SERVERS.len()).collect()
+        } else {
+            (0..SERVERS.len()).rev().collect()
+        };
+        for i in order {
+            figures[i].push(measure(servers[i].1)?);
         }
     }
     drop(servers);
