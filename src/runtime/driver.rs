@@ -292,9 +292,9 @@ impl Core {
 
     /// After a job was pushed (on loop `on`'s queue, or on the calling
     /// loop's own worker): true when the runtime is closing or that loop
-    /// has died, in which case the queues have been drained (their jobs
-    /// answered; a job on a loop's own worker is answered when that loop
-    /// stops).
+    /// has died, in which case the queues (all of them, or that loop's)
+    /// have been drained (their jobs answered; a job on a loop's own
+    /// worker is answered when that loop stops).
     ///
     /// The fence pairs with the one in `Shared::prepare_sleep` (a parked
     /// loop sees the job or the caller, waking loops after this, sees it
@@ -303,13 +303,17 @@ impl Core {
     /// that ended on its own).
     fn closed_after_push(&self, on: Option<usize>) -> bool {
         fence(Ordering::SeqCst);
-        if self.closing.load(Ordering::Relaxed)
-            || on.is_some_and(|i| self.loops[i].dead.load(Ordering::Relaxed))
-        {
+        if self.closing.load(Ordering::Relaxed) {
             self.drain_injector();
             return true;
         }
-        false
+        match on {
+            Some(i) if self.loops[i].dead.load(Ordering::Relaxed) => {
+                self.drain_loop(i);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Loop `idx`'s thread ended before the shutdown: mark it so no flow
@@ -317,7 +321,7 @@ impl Core {
     fn loop_died(&self, idx: usize) {
         self.loops[idx].dead.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        self.drain_injector();
+        self.drain_loop(idx);
     }
 
     /// Picks the loop for a flow spawned from outside: the first parked
@@ -347,13 +351,19 @@ impl Core {
         }
     }
 
-    /// Answers every flow still in a loop's injector with `Canceled`.
+    /// Answers every flow still in a loop's queues with `Canceled`.
     pub(crate) fn drain_injector(&self) {
-        for l in &self.loops {
-            for q in [&l.placed, &l.queue] {
-                while let Some(job) = steal(|| q.steal()) {
-                    job.discard();
-                }
+        for i in 0..self.loops.len() {
+            self.drain_loop(i);
+        }
+    }
+
+    /// Answers every flow still in loop `i`'s queues with `Canceled`.
+    fn drain_loop(&self, i: usize) {
+        let l = &self.loops[i];
+        for q in [&l.placed, &l.queue] {
+            while let Some(job) = steal(|| q.steal()) {
+                job.discard();
             }
         }
     }
@@ -696,6 +706,75 @@ mod tests {
             e.info(),
             Some("the runtime shut down before the flow started")
         );
+    }
+
+    /// A core of `n` loops that no thread runs, over `tools`.
+    fn idle_core(tools: &[AsyncTool]) -> (Core, Vec<Worker<Job>>) {
+        let workers: Vec<Worker<Job>> = tools.iter().map(|_| Worker::new_fifo()).collect();
+        let loops = tools
+            .iter()
+            .zip(&workers)
+            .map(|(t, w)| LoopRef {
+                shared: t.shared.clone(),
+                queue: Injector::new(),
+                placed: Injector::new(),
+                stealer: w.stealer(),
+                pin: PinStatus::Off,
+                counters: Counters::default(),
+                dead: AtomicBool::new(false),
+            })
+            .collect();
+        let core = Core {
+            id: next_runtime_id(),
+            loops,
+            next_loop: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            next_wake: AtomicUsize::new(0),
+            spin: Duration::ZERO,
+        };
+        (core, workers)
+    }
+
+    /// A job of one step, and the promise of its result.
+    fn job_and_promise(tool: &AsyncTool) -> (Job, Promise<()>) {
+        let c = Completion::new(Some(tool.shared.clone()));
+        let mut root = AsyncSteps::new();
+        root.add(|_, ()| Ok(()));
+        (Job::new(root, Some(c.clone())), Promise::new(c))
+    }
+
+    #[test]
+    fn a_dead_loop_answers_its_own_queued_flows_and_leaves_its_peers_alone() {
+        let tools = [AsyncTool::new().unwrap(), AsyncTool::new().unwrap()];
+        let (core, _workers) = idle_core(&tools);
+        let (j0, mut p0) = job_and_promise(&tools[0]);
+        let (j1, mut p1) = job_and_promise(&tools[0]);
+        let (j2, mut p2) = job_and_promise(&tools[1]);
+        let (j3, mut p3) = job_and_promise(&tools[1]);
+        core.loops[0].placed.push(j0);
+        core.loops[0].queue.push(j1);
+        core.loops[1].placed.push(j2);
+        core.loops[1].queue.push(j3);
+        core.loop_died(1);
+        for p in [&mut p2, &mut p3] {
+            let e = p.try_take().expect("answered").unwrap_err();
+            assert_eq!(e.code(), codes::CANCELED);
+        }
+        assert!(p0.try_take().is_none() && p1.try_take().is_none());
+        assert_eq!(
+            (core.loops[0].placed.len(), core.loops[0].queue.len()),
+            (1, 1)
+        );
+        // A flow placed on the dead loop afterwards is answered at once.
+        let (j4, mut p4) = job_and_promise(&tools[1]);
+        core.loops[1].placed.push(j4);
+        assert!(core.closed_after_push(Some(1)));
+        assert_eq!(
+            p4.try_take().expect("answered").unwrap_err().code(),
+            codes::CANCELED
+        );
+        assert!(!core.closed_after_push(Some(0)));
+        assert_eq!(core.loops[0].placed.len(), 1);
     }
 
     #[test]
