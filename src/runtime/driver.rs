@@ -1,6 +1,7 @@
 //! One loop thread of a [`Runtime`](crate::runtime::Runtime): pinning, the
-//! start of new flows (local worker, the loop's own injector, stealing from
-//! peers), the wake-up protocol, and statistics.
+//! start of new flows (local worker, the flows placed on the loop by
+//! `spawn_balanced`, the loop's own injector, stealing from peers), the
+//! wake-up protocol, and statistics.
 
 use crate::error::{codes, Error};
 use crate::runtime::builder::{PinStatus, SharedHook};
@@ -146,7 +147,9 @@ impl Drop for Job {
 }
 
 /// Counters a loop publishes after each turn (relaxed: a harness reads a
-/// recent snapshot, not a consistent one).
+/// recent snapshot, not a consistent one). `flows` also moves during a
+/// turn, as the loop starts flows (see `start_jobs`); for a moment it may
+/// count a flow about to start that turns out cancelled.
 #[derive(Default)]
 pub(crate) struct Counters {
     pub flows: AtomicUsize,
@@ -159,7 +162,8 @@ pub(crate) struct Counters {
 /// What the runtime knows about one loop.
 pub(crate) struct LoopRef {
     pub shared: Arc<Shared>,
-    /// Flows spawned from outside the loops and placed on this one.
+    /// Flows spawned from outside the loops and dealt to this one
+    /// (`submit`); an idle peer may steal them.
     pub queue: Injector<Job>,
     /// Flows placed on this loop by `submit_balanced`: started by this
     /// loop only, never stolen (see there).
@@ -290,8 +294,8 @@ impl Core {
         }
     }
 
-    /// After a job was pushed (on loop `on`'s queue, or on the calling
-    /// loop's own worker): true when the runtime is closing or that loop
+    /// After a job was pushed (on loop `on`'s `queue` or `placed`, or on
+    /// the calling loop's own worker): true when the runtime is closing or that loop
     /// has died, in which case the queues (all of them, or that loop's)
     /// have been drained (their jobs answered; a job on a loop's own
     /// worker is answered when that loop stops).
@@ -375,8 +379,8 @@ impl Core {
     }
 
     /// True when some flow waits to be started that loop `idx`, the
-    /// calling loop thread, could take (its own worker, any loop's queue,
-    /// a peer's worker).
+    /// calling loop thread, could take (its own worker, its own `placed`,
+    /// any loop's queue, a peer's worker).
     fn has_jobs(&self, idx: usize) -> bool {
         CURRENT.with_borrow(|c| {
             c.as_ref().is_some_and(|c| {

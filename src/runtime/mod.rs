@@ -84,7 +84,8 @@ impl std::fmt::Debug for Runtime {
 }
 
 /// One loop's counters, from [`Runtime::stats`]. Each loop publishes them
-/// after every turn, so they are recent, not an atomic snapshot.
+/// after every turn (`flows` also as it starts each flow), so they are
+/// recent, not an atomic snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LoopStats {
@@ -173,7 +174,8 @@ impl Runtime {
     /// loop thread: for an accept loop that hands each connection to a flow
     /// of its own. Unlike a spawned flow, it is never stolen by another
     /// loop before it starts: it runs where it was placed, so a burst
-    /// stays spread evenly.
+    /// stays spread evenly (and it waits for that loop, should a step there
+    /// hold its thread).
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, Runtime};
