@@ -61,6 +61,22 @@ fn blocker() -> (AsyncSteps, mpsc::Receiver<()>, mpsc::Sender<()>) {
     (root, started, go)
 }
 
+/// Blocks every loop of `rt` inside a step (a [`blocker`] each) and
+/// returns once all are blocked; sending on gate `i` lets loop `i` go.
+fn block_every_loop(rt: &Runtime) -> Vec<mpsc::Sender<()>> {
+    let (mut started, mut gates) = (Vec::new(), Vec::new());
+    for i in 0..rt.loops() {
+        let (flow, s, go) = blocker();
+        rt.loop_handle(i).unwrap().execute(flow);
+        started.push(s);
+        gates.push(go);
+    }
+    for s in started {
+        s.recv().unwrap();
+    }
+    gates
+}
+
 /// After the loops have settled: each of the two loops was given half of
 /// the `n` flows. What loop i was given = what it started of its own +
 /// what its peer stole from it.
@@ -302,16 +318,7 @@ fn flows_from_outside_are_placed_round_robin_while_loops_are_busy() {
     const N: usize = 100;
     // Hold both loops inside a step so that none starts, steals or sleeps
     // while the flows are placed.
-    let (mut started, mut gates) = (Vec::new(), Vec::new());
-    for i in 0..2 {
-        let (flow, s, go) = blocker();
-        rt.loop_handle(i).unwrap().execute(flow);
-        started.push(s);
-        gates.push(go);
-    }
-    for s in started {
-        s.recv().unwrap();
-    }
+    let gates = block_every_loop(&rt);
     let ps: Vec<_> = (0..N)
         .map(|_| {
             let mut root = AsyncSteps::new();
@@ -383,16 +390,7 @@ fn balanced_flows_wait_for_their_own_loop_and_are_never_stolen() {
     const N: usize = 8;
     // Both loops blocked: the burst is placed on queues nobody takes from
     // yet, half on each loop (the loops' counts are equal and stay so).
-    let (mut started, mut gates) = (Vec::new(), Vec::new());
-    for i in 0..2 {
-        let (flow, s, go) = blocker();
-        rt.loop_handle(i).unwrap().execute(flow);
-        started.push(s);
-        gates.push(go);
-    }
-    for s in started {
-        s.recv().unwrap();
-    }
+    let gates = block_every_loop(&rt);
     let (tx, rx) = mpsc::channel();
     let h = rt.handle();
     let ps: Vec<_> = (0..N)
