@@ -295,10 +295,10 @@ impl Core {
     }
 
     /// After a job was pushed (on loop `on`'s `queue` or `placed`, or on
-    /// the calling loop's own worker): true when the runtime is closing or that loop
-    /// has died, in which case the queues (all of them, or that loop's)
-    /// have been drained (their jobs answered; a job on a loop's own
-    /// worker is answered when that loop stops).
+    /// the calling loop's own worker): true when the runtime is closing or
+    /// that loop has died, in which case the queues (all of them, or that
+    /// loop's) have been drained (their jobs answered; a job on a loop's
+    /// own worker is answered when that loop stops).
     ///
     /// The fence pairs with the one in `Shared::prepare_sleep` (a parked
     /// loop sees the job or the caller, waking loops after this, sees it
