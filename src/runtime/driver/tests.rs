@@ -78,31 +78,29 @@ fn a_job_dropped_before_it_started_answers_canceled() {
     );
 }
 
-/// A core of `n` loops that no thread runs, over `tools`.
-fn idle_core(tools: &[AsyncTool]) -> (Core, Vec<Worker<Job>>) {
-    let workers: Vec<Worker<Job>> = tools.iter().map(|_| Worker::new_fifo()).collect();
+/// A core with a loop for each of `tools`, which no thread runs (each
+/// loop's worker is gone: its stealer stays, empty).
+fn idle_core(tools: &[AsyncTool]) -> Core {
     let loops = tools
         .iter()
-        .zip(&workers)
-        .map(|(t, w)| LoopRef {
+        .map(|t| LoopRef {
             shared: t.shared.clone(),
             queue: Injector::new(),
             placed: Injector::new(),
-            stealer: w.stealer(),
+            stealer: Worker::new_fifo().stealer(),
             pin: PinStatus::Off,
             counters: Counters::default(),
             dead: AtomicBool::new(false),
         })
         .collect();
-    let core = Core {
+    Core {
         id: next_runtime_id(),
         loops,
         next_loop: AtomicUsize::new(0),
         closing: AtomicBool::new(false),
         next_wake: AtomicUsize::new(0),
         spin: Duration::ZERO,
-    };
-    (core, workers)
+    }
 }
 
 /// A job of one step, and the promise of its result.
@@ -116,7 +114,7 @@ fn job_and_promise(tool: &AsyncTool) -> (Job, Promise<()>) {
 #[test]
 fn a_dead_loop_answers_its_own_queued_flows_and_leaves_its_peers_alone() {
     let tools = [AsyncTool::new().unwrap(), AsyncTool::new().unwrap()];
-    let (core, _workers) = idle_core(&tools);
+    let core = idle_core(&tools);
     let (j0, mut p0) = job_and_promise(&tools[0]);
     let (j1, mut p1) = job_and_promise(&tools[0]);
     let (j2, mut p2) = job_and_promise(&tools[1]);
