@@ -44,7 +44,7 @@ use futoin_asyncsteps::cabi::types::*;
 use futoin_asyncsteps::cabi::{
     futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new, FutoInRuntime,
 };
-use futoin_asyncsteps::{AsyncSteps, Runtime};
+use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
 use std::ffi::{c_char, c_void, CStr};
 use std::hint::black_box;
 use std::sync::mpsc::{channel, Receiver, Sender};

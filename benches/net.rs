@@ -55,7 +55,7 @@ mod serve;
 mod tokio_peer;
 
 use common::{full_run, profiling, Stats};
-use futoin_asyncsteps::{AsyncSteps, Runtime};
+use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
 use serve::Spread;
 use std::net::SocketAddr;
 use std::process::Command;

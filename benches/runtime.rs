@@ -35,7 +35,7 @@ mod xloop;
 
 use common::{ab, full_run, profiling, table_header, Stats};
 use criterion::{Criterion, Throughput};
-use futoin_asyncsteps::{AsyncSteps, Runtime};
+use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
 use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -25,7 +25,7 @@ mod xloop;
 
 use common::{ab, full_run, profiling, table_header, Stats};
 use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Throttle};
-use futoin_asyncsteps::{AsyncSteps, AsyncTool, Runtime};
+use futoin_asyncsteps::{runtime::Runtime, AsyncSteps, AsyncTool};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use xloop::{ours_contended, synced_repeat, tokio_contended};

@@ -10,7 +10,7 @@
 //!
 //! Run it with `cargo run --example quickstart`.
 
-use futoin_asyncsteps::{codes, ArgValue, AsyncSteps, AsyncTool, Step};
+use futoin_asyncsteps::{error::codes, ArgValue, AsyncSteps, AsyncTool, Step};
 use std::fmt::Display;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@
 //! callbacks cover whole sub-trees, and parallel steps and loops are steps too.
 //!
 //! ```
-//! use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool};
+//! use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool};
 //! use std::time::Duration;
 //!
 //! let mut tool = AsyncTool::new()?;
@@ -41,20 +41,19 @@
 
 #![warn(missing_docs)]
 
-pub mod args;
+mod args;
 pub mod cabi;
 pub mod error;
 pub mod io;
 pub mod runtime;
-pub mod state;
-pub mod steps;
+mod state;
+mod steps;
 pub mod sync;
-pub mod testing;
-pub mod tool;
+mod testing;
+mod tool;
 
 pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, Value};
-pub use error::{codes, Error, StepResult};
-pub use runtime::{Runtime, RuntimeHandle};
+pub use error::step_error::{Error, StepResult};
 pub use state::State;
 pub use steps::loops::{LoopItems, Pairs};
 pub use steps::model::{AsyncSteps, ModelParallel};

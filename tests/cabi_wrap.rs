@@ -7,7 +7,7 @@ use futoin_asyncsteps::cabi::{
     futoin_asyncsteps_new, futoin_mutex_new, futoin_runtime_free, futoin_runtime_new,
     futoin_sync_free, wrap_step, ForeignRoot, ForeignSteps, FutoInRuntime,
 };
-use futoin_asyncsteps::{codes, Error};
+use futoin_asyncsteps::{error::codes, Error};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};

@@ -9,7 +9,9 @@
 //!
 //! Everything runs on a [`TestTool`] (virtual time, nothing sleeps).
 
-use futoin_asyncsteps::{codes, ArgValue, Args, AsyncSteps, Error, Step, StepResult, TestTool};
+use futoin_asyncsteps::{
+    error::codes, ArgValue, Args, AsyncSteps, Error, Step, StepResult, TestTool,
+};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! (spec 1.3, 1.13, 2.2.3) and the AsyncTool / TestTool loops (spec 2.6).
 
 use futoin_asyncsteps::{
-    codes, AsyncSteps, AsyncTool, Error, ExternalHandle, FlowHandle, TaskHandle, TestTool,
+    error::codes, AsyncSteps, AsyncTool, Error, ExternalHandle, FlowHandle, TaskHandle, TestTool,
 };
 use std::cell::{Cell, RefCell};
 use std::future::Future;

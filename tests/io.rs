@@ -7,9 +7,9 @@ mod common;
 mod tcp;
 
 use common::*;
-use futoin_asyncsteps::io::{Interest, Ready};
+use futoin_asyncsteps::io::{mio::Interest, Ready};
 use futoin_asyncsteps::{
-    codes, AsyncSteps, AsyncTool, Error, StackRef, Step, StepResult, TakeOnce, TestTool,
+    error::codes, AsyncSteps, AsyncTool, Error, StackRef, Step, StepResult, TakeOnce, TestTool,
 };
 use mio::net::TcpStream;
 use std::io::{ErrorKind, Read, Write};
@@ -223,7 +223,7 @@ fn bad_use_is_an_internal_error() {
 
 #[test]
 fn a_flow_on_a_runtime_loop_accepts_a_connection() {
-    let rt = futoin_asyncsteps::Runtime::builder()
+    let rt = futoin_asyncsteps::runtime::Runtime::builder()
         .loops(2)
         .pin_threads(false)
         .build()

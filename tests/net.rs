@@ -11,7 +11,7 @@
 mod tcp;
 
 use futoin_asyncsteps::io::net;
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, Runtime, TakeOnce};
+use futoin_asyncsteps::{error::codes, runtime::Runtime, AsyncSteps, AsyncTool, Error, TakeOnce};
 use mio::net::{TcpListener, TcpStream};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -423,7 +423,7 @@ fn a_read_after_a_short_read_waits_and_gets_what_came_meanwhile() {
     let root = conn_flow(conn, move |s, c| {
         s.set_timeout(Duration::from_secs(10)); // a lost wake-up fails, not hangs
                                                 // Registers the socket (writable at once).
-        s.add(move |s, ()| s.wait_io(c, futoin_asyncsteps::io::Interest::WRITABLE));
+        s.add(move |s, ()| s.wait_io(c, futoin_asyncsteps::io::mio::Interest::WRITABLE));
         // A short read: the helpers now know the socket is drained.
         s.add(move |s, _: (futoin_asyncsteps::io::Ready,)| {
             net::read_some(s, c, 64);

@@ -5,8 +5,8 @@
 #[path = "common/tcp.rs"]
 mod tcp;
 
-use futoin_asyncsteps::io::{net, Interest, Ready};
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool};
+use futoin_asyncsteps::io::{mio::Interest, net, Ready};
+use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool};
 use std::io::{Read, Write};
 use std::time::Duration;
 use tcp::{conn_flow, pair};

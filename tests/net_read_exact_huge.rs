@@ -7,7 +7,7 @@
 mod tcp;
 
 use futoin_asyncsteps::io::net;
-use futoin_asyncsteps::{codes, AsyncTool};
+use futoin_asyncsteps::{error::codes, AsyncTool};
 use std::io::Write;
 use std::time::Duration;
 use tcp::{conn_flow, pair};

@@ -25,7 +25,9 @@
 mod common;
 
 use futoin_asyncsteps::runtime::Runtime;
-use futoin_asyncsteps::{codes, AsyncSteps, Error, ExternalHandle, FromArgs, Promise, TestTool};
+use futoin_asyncsteps::{
+    error::codes, AsyncSteps, Error, ExternalHandle, FromArgs, Promise, TestTool,
+};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;

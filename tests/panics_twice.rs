@@ -7,7 +7,7 @@
 //! and the loop goes on. (Before, each case aborted the whole process, so
 //! these live in their own test binary.)
 
-use futoin_asyncsteps::{codes, ArgValue, AsyncSteps, TestTool};
+use futoin_asyncsteps::{error::codes, ArgValue, AsyncSteps, TestTool};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Once};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Parallel steps, timeouts, loops, success_step, copy_from, model cloning,
 //! new_instance and the step stack (spec 1.3-1.8, 1.12, 1.14, 2.2).
 
-use futoin_asyncsteps::{codes, AsyncSteps, ExternalHandle, Pairs, StackRef, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, ExternalHandle, Pairs, StackRef, TestTool};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,7 @@
 //! Regression tests for engine bugs found in review: each asserts the
 //! correct behaviour.
 
-use futoin_asyncsteps::{codes, Args, AsyncSteps, TestTool};
+use futoin_asyncsteps::{error::codes, Args, AsyncSteps, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

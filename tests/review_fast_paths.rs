@@ -10,7 +10,9 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::sync::{ISync, Mutex, Section};
-use futoin_asyncsteps::{codes, ArgValue, Args, AsyncSteps, Error, Step, StepResult, TestTool};
+use futoin_asyncsteps::{
+    error::codes, ArgValue, Args, AsyncSteps, Error, Step, StepResult, TestTool,
+};
 use std::sync::{Arc, Mutex as StdMutex};
 
 /// A step that puts a timeout on "acquire + section", then calls ISync::sync

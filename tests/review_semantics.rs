@@ -4,7 +4,7 @@
 //! `Args::take`, and `async_stack` for an error a handler raised.
 
 use futoin_asyncsteps::{
-    codes, Args, AsyncSteps, Error, ExternalHandle, IntoArgs, Step, StepResult, TestTool,
+    error::codes, Args, AsyncSteps, Error, ExternalHandle, IntoArgs, Step, StepResult, TestTool,
 };
 use std::future::Future;
 use std::pin::Pin;

@@ -54,7 +54,7 @@ fn promise_queued_when_the_loop_is_dropped_resolves() {
 /// a flow's timeout timer, so the step then waits forever.
 #[test]
 fn foreign_task_handle_cannot_cancel_a_flow_timeout() {
-    use futoin_asyncsteps::codes;
+    use futoin_asyncsteps::error::codes;
     let mut a = TestTool::new();
     let mut b = TestTool::new();
     let mut root = AsyncSteps::new();

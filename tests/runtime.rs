@@ -2,7 +2,7 @@
 //! completion and cancel, races, shutdown, panics, statistics.
 
 use futoin_asyncsteps::runtime::{PinStatus, Runtime};
-use futoin_asyncsteps::{codes, AsyncSteps, Error, ExternalHandle};
+use futoin_asyncsteps::{error::codes, AsyncSteps, Error, ExternalHandle};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex};

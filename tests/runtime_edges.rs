@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::runtime::Runtime;
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, TakeOnce, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, Error, TakeOnce, TestTool};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};

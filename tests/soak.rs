@@ -74,7 +74,7 @@
 use futoin_asyncsteps::io::net;
 use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::sync::Mutex;
-use futoin_asyncsteps::{codes, AsyncSteps, Error, ExternalHandle, Promise, Step, TakeOnce};
+use futoin_asyncsteps::{error::codes, AsyncSteps, Error, ExternalHandle, Promise, Step, TakeOnce};
 use mio::net::{TcpListener, TcpStream};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
@@ -602,7 +602,7 @@ fn server_flow(ctx: &Arc<Ctx>, conn: TcpStream) -> AsyncSteps {
 fn acceptor(
     ctx: &Arc<Ctx>,
     listener: TcpListener,
-    rt: futoin_asyncsteps::RuntimeHandle,
+    rt: futoin_asyncsteps::runtime::RuntimeHandle,
 ) -> AsyncSteps {
     let listener = TakeOnce::new(listener);
     let ctx = ctx.clone();

@@ -6,7 +6,7 @@
 //! the one test where another OS thread completes a step, which uses an
 //! [`AsyncTool`].
 
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, ExternalHandle, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, Error, ExternalHandle, TestTool};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! message, `stack_get` of a value the step cannot reach, the waiting
 //! calls refused in an error handler, and timer delays capped at 100 years.
 
-use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use common::*;
 use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
 use futoin_asyncsteps::{
-    codes, Args, AsyncSteps, Error, IntoArgs, Promise, Step, StepResult, TestTool,
+    error::codes, Args, AsyncSteps, Error, IntoArgs, Promise, Step, StepResult, TestTool,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

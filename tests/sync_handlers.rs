@@ -8,7 +8,9 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::sync::{ISync, Mutex, Section, Throttle};
-use futoin_asyncsteps::{codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool};
+use futoin_asyncsteps::{
+    error::codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool,
+};
 use std::time::Duration;
 
 /// Waits `d` inside a step (a timeout recovered by its handler).

@@ -10,7 +10,9 @@ mod common;
 
 use common::*;
 use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
-use futoin_asyncsteps::{codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool};
+use futoin_asyncsteps::{
+    error::codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool,
+};
 use std::time::Duration;
 
 /// Forwards to the object inside: the general path, for comparison.

@@ -3,7 +3,7 @@
 //! `tool::prefetch`). Order, handlers and cancels must be exactly those of
 //! timers handled one by one, also when entries in the batch go stale.
 
-use futoin_asyncsteps::{codes, AsyncSteps, FlowHandle, TaskHandle, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, FlowHandle, TaskHandle, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

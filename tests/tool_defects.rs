@@ -4,7 +4,7 @@
 //! flow of another loop, queue entries of flows that have ended, the count
 //! `iterate` returns, and loop callbacks whose panic payload panics on drop.
 
-use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, Error, Scheduler, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, Error, Scheduler, TestTool};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;

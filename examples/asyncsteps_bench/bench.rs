@@ -130,8 +130,8 @@ pub fn run_round(b: &mut dyn Bench, duration: Duration) -> Round {
 
 /// Our runtime with `loops` loops (threads pinned to cores unless
 /// `--no-pin`: the crate's default).
-pub fn our_runtime(ctx: &Ctx) -> futoin_asyncsteps::Runtime {
-    futoin_asyncsteps::Runtime::builder()
+pub fn our_runtime(ctx: &Ctx) -> futoin_asyncsteps::runtime::Runtime {
+    futoin_asyncsteps::runtime::Runtime::builder()
         .loops(ctx.loops)
         .spin(ctx.spin)
         .pin_threads(ctx.pin)

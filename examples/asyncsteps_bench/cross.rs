@@ -5,7 +5,7 @@ use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
 use crate::xloop::{
     ours_contended, ours_ping, ours_xthread, tokio_contended, tokio_xthread, Latch,
 };
-use futoin_asyncsteps::{AsyncSteps, Runtime};
+use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

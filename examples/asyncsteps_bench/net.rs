@@ -7,7 +7,7 @@ use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
 use crate::tokio_peer::{client_runtime, connect_all, tokio_echo, tokio_http, tokio_server};
 use crate::{echo, http, serve};
 use futoin_asyncsteps::io::mio;
-use futoin_asyncsteps::Runtime;
+use futoin_asyncsteps::runtime::Runtime;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;

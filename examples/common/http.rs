@@ -24,9 +24,9 @@
 //! parsed once, however many reads its body takes.
 
 use futoin_asyncsteps::io::mio::net::TcpStream;
+use futoin_asyncsteps::io::mio::Interest;
 use futoin_asyncsteps::io::net::{self, ServeOptions, Then};
-use futoin_asyncsteps::io::Interest;
-use futoin_asyncsteps::{codes, AsyncSteps, StackRef, Step, TakeOnce};
+use futoin_asyncsteps::{error::codes, AsyncSteps, StackRef, Step, TakeOnce};
 use std::cell::Cell;
 use std::io::{ErrorKind, Read};
 use std::net::Shutdown;

@@ -6,8 +6,10 @@
 #![allow(dead_code)] // each including crate uses a part of it
 
 use futoin_asyncsteps::io::mio::net::{TcpListener, TcpStream};
-use futoin_asyncsteps::io::{net, Interest, Ready};
-use futoin_asyncsteps::{AsyncSteps, Promise, Runtime, RuntimeHandle, Step, TakeOnce};
+use futoin_asyncsteps::io::{mio::Interest, net, Ready};
+use futoin_asyncsteps::{
+    runtime::Runtime, runtime::RuntimeHandle, AsyncSteps, Promise, Step, TakeOnce,
+};
 use signal_hook::consts::SIGINT;
 use signal_hook_mio::v1_0::Signals;
 use std::net::SocketAddr;
@@ -137,7 +139,7 @@ pub fn accept_loop(
                     Ok(())
                 },
                 |s, e| {
-                    if e.code() != futoin_asyncsteps::codes::COMM_ERROR {
+                    if e.code() != futoin_asyncsteps::error::codes::COMM_ERROR {
                         return Ok(()); // not an accept failure: let it go on
                     }
                     // Out of descriptors or buffers, say: back off, retry.
@@ -174,7 +176,7 @@ pub fn end_quietly_on_peer_error(
     s: &mut futoin_asyncsteps::Step<'_>,
     e: &futoin_asyncsteps::Error,
 ) -> futoin_asyncsteps::StepResult {
-    use futoin_asyncsteps::codes;
+    use futoin_asyncsteps::error::codes;
     if e.code() == codes::COMM_ERROR || e.code() == codes::TIMEOUT {
         s.success(())
     } else {

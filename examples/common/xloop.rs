@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use futoin_asyncsteps::sync::{ISync, Mutex};
-use futoin_asyncsteps::{ArgValue, AsyncSteps, ExternalHandle, Runtime, Step, StepResult};
+use futoin_asyncsteps::{runtime::Runtime, ArgValue, AsyncSteps, ExternalHandle, Step, StepResult};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar};

@@ -50,6 +50,65 @@
 //!     futoin_runtime_free(rt);
 //! }
 //! ```
+//!
+//! ## Rust steps in a foreign flow: `wrap`
+//!
+//! [`wrap`] turns the `FutoInAsyncSteps*` a C callback received into a
+//! [`ForeignSteps`], a view with the method names and closure shapes of
+//! [`Step`](crate::Step): `add(|s, args| ...)`, `add_catch`, `parallel`,
+//! `success`, `error` (as a returned `Err`), `set_timeout`, `set_cancel`,
+//! `wait_external`, loops with labels, state variables, `sync`, the
+//! AsyncTool calls. [`wrap_step`] does the whole callback: decodes the
+//! args, runs a Rust closure, and reports its result. [`ForeignRoot`] owns
+//! a foreign root: add Rust steps to it, then
+//! [`execute`](ForeignRoot::execute) it.
+//!
+//! The view is a separate type rather than [`Step`](crate::Step) itself
+//! because a `Step` is the engine's own running frame; code that should run
+//! on both can be written once as a function generic over a small trait of
+//! the caller's own.
+//!
+//! ### What the implementation behind the pointer must do
+//!
+//! Everything here goes through the pointer's function table, so `wrap`
+//! works with any implementation that keeps the rules this crate's own
+//! interface documents (`docs/c-interface.md`):
+//! - `data` given to `add`/`loop`/`setCancel`/... comes back unchanged;
+//! - `stack()` memory lives until the step ends (else a root-level
+//!   `stateVariable` is used, cleaned up when the root's state goes);
+//! - values in a callback's args may be moved out by setting the slot's
+//!   `type` to NULL;
+//! - `success`/`handle_error` of a waiting step may be called from any
+//!   thread, and calls on the handle of an ended step are harmless.
+//!
+//! Closures must be `Send`: another implementation may run a flow's steps
+//! on a thread other than the one that added them.
+//!
+//! ```
+//! use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new};
+//! use futoin_asyncsteps::cabi::ForeignRoot;
+//! use std::sync::mpsc::channel;
+//!
+//! let rt = futoin_runtime_new(1);
+//! // SAFETY: a fresh root of a live runtime, owned by `root` from here.
+//! let mut root = unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(rt)) }?;
+//! let (tx, rx) = channel();
+//! root.add(|s, ()| {
+//!     s.add(|s, ()| s.success((20i32, 22i32)));
+//!     s.add(|s, (a, b): (i32, i32)| s.success((a + b,)));
+//!     Ok(())
+//! });
+//! root.add(move |_, (v,): (i32,)| {
+//!     tx.send(v).unwrap();
+//!     Ok(())
+//! });
+//! let flow = root.execute(|e| panic!("unexpected {e}"));
+//! assert_eq!(rx.recv().unwrap(), 42);
+//! drop(flow);
+//! // SAFETY: every root of the runtime is freed.
+//! unsafe { futoin_runtime_free(rt) };
+//! # Ok::<(), futoin_asyncsteps::Error>(())
+//! ```
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -63,7 +122,7 @@ mod runtime;
 mod step;
 mod sync;
 mod value;
-pub mod wrap;
+mod wrap;
 
 pub use handle::QUARANTINE;
 pub use runtime::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new, FutoInRuntime};

@@ -9,7 +9,7 @@
 //! encloses the waits, and a waiting step names it by its [`StackRef`]:
 //!
 //! ```
-//! use futoin_asyncsteps::io::{mio, Interest, Ready};
+//! use futoin_asyncsteps::io::{mio, mio::Interest, Ready};
 //! use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
 //! use std::io::{Read, Write};
 //!
@@ -61,6 +61,7 @@ use crate::steps::frame::WAIT;
 use crate::steps::step::{StackRef, Step};
 use crate::tool::scheduler::IoKey;
 use crate::tool::shared::Msg;
+use mio::Interest;
 use reactor::{Begin, Reactor};
 use std::any::Any;
 
@@ -71,8 +72,6 @@ use std::any::Any;
 /// without a `mio` dependency of your own (one of your own must be the
 /// same major version to be the same types).
 pub use mio;
-
-pub use mio::Interest;
 
 /// What a [`Step::wait_io`] saw: the result args of the waiting step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -416,7 +415,7 @@ impl Step<'_> {
     /// [`wait_io`](Step::wait_io)). A no-op for a source never waited on.
     ///
     /// ```
-    /// use futoin_asyncsteps::io::{mio, Interest, Ready};
+    /// use futoin_asyncsteps::io::{mio, mio::Interest, Ready};
     /// use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
     ///
     /// let mut tool = AsyncTool::new()?;

@@ -21,7 +21,7 @@
 //! flow of its own. A flow never leaves its loop, so where that flow starts
 //! is where the connection is served: the server examples hand each
 //! accepted connection to the least busy loop
-//! ([`RuntimeHandle::execute_balanced`](crate::RuntimeHandle::execute_balanced)),
+//! ([`RuntimeHandle::execute_balanced`](crate::runtime::RuntimeHandle::execute_balanced)),
 //! and can instead open one `SO_REUSEPORT` listener per loop
 //! (`--reuseport`). The two measure the same; accept-and-spread is their
 //! default because it spreads by load however few the connections are
@@ -74,11 +74,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::Interest;
 use crate::args::{ArgValue, IntoArgs};
 use crate::error::{codes, Error, StepResult};
 use crate::steps::step::{StackRef, Step};
 use mio::net::{TcpListener, TcpStream};
+use mio::Interest;
 use std::cell::RefCell;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddr;
@@ -316,7 +316,7 @@ const READ_EXACT_FIRST: usize = 64 << 10;
 ///
 /// ```
 /// use futoin_asyncsteps::io::{mio, net};
-/// use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, TakeOnce};
+/// use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, TakeOnce};
 /// use std::io::Write;
 ///
 /// let mut tool = AsyncTool::new()?;

@@ -178,7 +178,7 @@ impl Runtime {
     /// hold its thread).
     ///
     /// ```
-    /// use futoin_asyncsteps::{AsyncSteps, Runtime};
+    /// use futoin_asyncsteps::{AsyncSteps, runtime::Runtime};
     ///
     /// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
     /// let h = rt.handle();
@@ -291,7 +291,7 @@ impl Runtime {
     /// them).
     ///
     /// ```
-    /// use futoin_asyncsteps::{codes, runtime::Runtime, AsyncSteps};
+    /// use futoin_asyncsteps::{error::codes, runtime::Runtime, AsyncSteps};
     ///
     /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
     /// let mut root = AsyncSteps::new();

@@ -192,7 +192,7 @@ mod tests {
     use crate::steps::def::StepDef;
     use crate::steps::frame::Frame;
     use crate::steps::inline::tests::Probe;
-    use crate::{codes, AsyncSteps, TestTool};
+    use crate::{error::codes, AsyncSteps, TestTool};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 

@@ -362,7 +362,7 @@ pub(super) mod tests {
         });
         let pr = copy.promise(&mut tool);
         let r = tool.block_on::<()>(pr);
-        assert_eq!(r.unwrap_err().code(), crate::codes::INTERNAL_ERROR);
+        assert_eq!(r.unwrap_err().code(), crate::error::codes::INTERNAL_ERROR);
         let pm = model.promise(&mut tool);
         let m = tool.block_on::<(u64,)>(pm);
         assert_eq!(m.unwrap().0, 5);
@@ -383,7 +383,7 @@ pub(super) mod tests {
         });
         let pr = root.promise(&mut tool);
         let r = tool.block_on::<()>(pr);
-        assert_eq!(r.unwrap_err().code(), crate::codes::INTERNAL_ERROR);
+        assert_eq!(r.unwrap_err().code(), crate::error::codes::INTERNAL_ERROR);
         assert_eq!(n.load(Ordering::SeqCst), 1);
     }
 }

@@ -356,7 +356,7 @@ impl Completion {
 ///
 /// `T` is the typed result: the final success args converted with
 /// [`FromArgs`] (a mismatch is an `InternalError`). A cancelled flow gives
-/// [`codes::CANCELED`](crate::codes::CANCELED).
+/// [`codes::CANCELED`](crate::error::codes::CANCELED).
 ///
 /// Dropping the promise detaches the flow: it runs on, and an error it
 /// ends with goes to the loop's unhandled-error hook (or stderr), as for a

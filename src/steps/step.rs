@@ -570,7 +570,7 @@ impl<'a> Step<'a> {
     /// handler"). A handler that needs to wait adds a step that does.
     ///
     /// ```
-    /// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+    /// use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
     /// use std::sync::{Arc, Mutex};
     /// use std::time::Duration;
     ///

@@ -62,7 +62,7 @@ pub struct LimiterCounts {
 ///
 /// ```
 /// use futoin_asyncsteps::sync::{Limiter, LimiterOptions};
-/// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+/// use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
 ///
 /// let mut tool = TestTool::new();
 /// let l = Limiter::new(LimiterOptions::default()); // 1 at a time, 1/s, no queues

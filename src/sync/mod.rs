@@ -4,7 +4,7 @@
 //!
 //! All three are cheap handles (`Clone`, `Send`, `Sync`) on a shared,
 //! lock-free core, usable from flows on any loop of a
-//! [`Runtime`](crate::Runtime) at once. A flow that has to wait parks its
+//! [`Runtime`](crate::runtime::Runtime) at once. A flow that has to wait parks its
 //! step (no thread blocks, no OS lock is held); the flow that frees a slot
 //! hands it to the first waiter, which resumes on its own loop.
 //!
@@ -454,7 +454,7 @@ fn enter(
             gate::Enter::Queued => HoldState::Queued(node.expect("queued with a node")),
             gate::Enter::Rejected => {
                 return Err(Error::with_info(
-                    crate::codes::DEFENSE_REJECTED,
+                    crate::error::codes::DEFENSE_REJECTED,
                     format!("{what}: the queue is full"),
                 ))
             }

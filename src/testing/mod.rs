@@ -23,7 +23,7 @@ const MAX_ELAPSED: Duration = HORIZON.saturating_sub(MAX_DELAY);
 /// messages run when the test drives the tool.
 ///
 /// ```
-/// use futoin_asyncsteps::{codes, AsyncSteps, TestTool};
+/// use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
 /// use std::time::Duration;
 ///
 /// let mut tool = TestTool::new();

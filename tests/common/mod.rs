@@ -2,7 +2,7 @@
 //! given to root steps (`Clone + Send`) can write to, and a drop logger.
 #![allow(dead_code)]
 
-use futoin_asyncsteps::{codes, AsyncSteps, Error, ExternalHandle, FromArgs, TestTool};
+use futoin_asyncsteps::{error::codes, AsyncSteps, Error, ExternalHandle, FromArgs, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -391,7 +391,7 @@ pub(super) unsafe extern "C" fn unhandled_tramp(
             Some(_) => unsafe { CStr::from_ptr(code) }
                 .to_string_lossy()
                 .into_owned(),
-            None => crate::codes::INTERNAL_ERROR.to_owned(),
+            None => crate::error::codes::INTERNAL_ERROR.to_owned(),
         };
         let _ = catch_unwind(AssertUnwindSafe(|| f(Error::new(code))));
     }

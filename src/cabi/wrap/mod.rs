@@ -1,62 +1,6 @@
 //! `wrap()` (spec 2.2.1): Rust steps inside a flow owned by another
-//! implementation of the binary interface.
-//!
-//! [`wrap`] turns the `FutoInAsyncSteps*` a C callback received into a
-//! [`ForeignSteps`], a view with the method names and closure shapes of
-//! [`Step`](crate::Step): `add(|s, args| ...)`, `add_catch`, `parallel`,
-//! `success`, `error` (as a returned `Err`), `set_timeout`, `set_cancel`,
-//! `wait_external`, loops with labels, state variables, `sync`, the
-//! AsyncTool calls. [`wrap_step`] does the whole callback: decodes the
-//! args, runs a Rust closure, and reports its result. [`ForeignRoot`] owns
-//! a foreign root: add Rust steps to it, then
-//! [`execute`](ForeignRoot::execute) it.
-//!
-//! The view is a separate type rather than [`Step`](crate::Step) itself
-//! because a `Step` is the engine's own running frame; code that should run
-//! on both can be written once as a function generic over a small trait of
-//! the caller's own.
-//!
-//! ## What the implementation behind the pointer must do
-//!
-//! Everything here goes through the pointer's function table, so `wrap`
-//! works with any implementation that keeps the rules this crate's own
-//! interface documents (`docs/c-interface.md`):
-//! - `data` given to `add`/`loop`/`setCancel`/... comes back unchanged;
-//! - `stack()` memory lives until the step ends (else a root-level
-//!   `stateVariable` is used, cleaned up when the root's state goes);
-//! - values in a callback's args may be moved out by setting the slot's
-//!   `type` to NULL;
-//! - `success`/`handle_error` of a waiting step may be called from any
-//!   thread, and calls on the handle of an ended step are harmless.
-//!
-//! Closures must be `Send`: another implementation may run a flow's steps
-//! on a thread other than the one that added them.
-//!
-//! ```
-//! use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, futoin_runtime_free, futoin_runtime_new};
-//! use futoin_asyncsteps::cabi::ForeignRoot;
-//! use std::sync::mpsc::channel;
-//!
-//! let rt = futoin_runtime_new(1);
-//! // SAFETY: a fresh root of a live runtime, owned by `root` from here.
-//! let mut root = unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(rt)) }?;
-//! let (tx, rx) = channel();
-//! root.add(|s, ()| {
-//!     s.add(|s, ()| s.success((20i32, 22i32)));
-//!     s.add(|s, (a, b): (i32, i32)| s.success((a + b,)));
-//!     Ok(())
-//! });
-//! root.add(move |_, (v,): (i32,)| {
-//!     tx.send(v).unwrap();
-//!     Ok(())
-//! });
-//! let flow = root.execute(|e| panic!("unexpected {e}"));
-//! assert_eq!(rx.recv().unwrap(), 42);
-//! drop(flow);
-//! // SAFETY: every root of the runtime is freed.
-//! unsafe { futoin_runtime_free(rt) };
-//! # Ok::<(), futoin_asyncsteps::Error>(())
-//! ```
+//! implementation of the binary interface. See the [`cabi`](crate::cabi)
+//! docs, "Rust steps in a foreign flow".
 
 mod handles;
 mod keep;
@@ -86,8 +30,9 @@ use std::time::Duration;
 ///
 /// # Safety
 /// `bsi` is the handle an execute or error callback of a live flow
-/// received, its implementation keeps the rules in the [module
-/// docs](self), and the view is used only during that callback (`'a`).
+/// received, its implementation keeps the rules in the [`cabi`
+/// docs](crate::cabi#rust-steps-in-a-foreign-flow-wrap), and the view is
+/// used only during that callback (`'a`).
 ///
 /// # Panics
 /// Never; a NULL `bsi` or table is a caller error checked with
@@ -135,7 +80,8 @@ unsafe fn wrap_checked<'a>(bsi: *mut FutoInAsyncSteps) -> Option<ForeignSteps<'a
 ///
 /// # Safety
 /// `bsi` and `args` are what the implementation gave the callback (NULL
-/// `bsi` is a no-op); the rules in the [module docs](self) hold.
+/// `bsi` is a no-op); the rules in the [`cabi`
+/// docs](crate::cabi#rust-steps-in-a-foreign-flow-wrap) hold.
 pub unsafe fn wrap_step<A, F>(bsi: *mut FutoInAsyncSteps, args: *const FutoInArgs, f: F)
 where
     A: FromArgs,
@@ -285,7 +231,7 @@ impl<'a> ForeignSteps<'a> {
     /// `code` is NULL or NUL-terminated.
     unsafe fn error_of(&mut self, code: *const c_char) -> Error {
         let code = if code.is_null() {
-            crate::codes::INTERNAL_ERROR.to_owned()
+            crate::error::codes::INTERNAL_ERROR.to_owned()
         } else {
             // SAFETY: the caller's contract.
             unsafe { CStr::from_ptr(code) }

@@ -79,7 +79,7 @@ pub(super) fn state_variable<'x, T: Send + 'static>(
 /// A root of another implementation, owned from Rust: add Rust steps,
 /// then [`execute`](Self::execute). Dropping it frees the root.
 ///
-/// See the [module docs](super) for an example.
+/// See the [`cabi` docs](crate::cabi#rust-steps-in-a-foreign-flow-wrap) for an example.
 pub struct ForeignRoot {
     bsi: *mut FutoInAsyncSteps,
     arena: *const Arena,
@@ -107,8 +107,9 @@ impl ForeignRoot {
     ///
     /// # Safety
     /// `bsi` is NULL or a root not yet executed, that nothing else frees,
-    /// of an implementation that keeps the rules in the [module
-    /// docs](super) and whose root entries work from any thread.
+    /// of an implementation that keeps the rules in the [`cabi`
+    /// docs](crate::cabi#rust-steps-in-a-foreign-flow-wrap) and whose root
+    /// entries work from any thread.
     pub unsafe fn from_raw(bsi: *mut FutoInAsyncSteps) -> Result<Self, Error> {
         // SAFETY: the caller's root, when not NULL.
         if bsi.is_null() || unsafe { (*bsi).api.is_null() } {

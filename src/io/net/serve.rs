@@ -3,9 +3,9 @@
 
 use super::{comm, SCRATCH};
 use crate::error::{codes, Error};
-use crate::io::Interest;
 use crate::steps::step::{StackRef, Step};
 use mio::net::TcpStream;
+use mio::Interest;
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
@@ -191,7 +191,7 @@ impl Default for ServeOptions {
 /// ```
 /// use futoin_asyncsteps::io::mio;
 /// use futoin_asyncsteps::io::net::{self, ServeOptions, Then};
-/// use futoin_asyncsteps::{codes, AsyncSteps, AsyncTool, TakeOnce};
+/// use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, TakeOnce};
 /// use std::time::Duration;
 ///
 /// let mut tool = AsyncTool::new()?;
