@@ -292,7 +292,7 @@ impl Drop for Args {
 #[cold]
 #[inline(never)]
 fn drop_values(vals: &mut [Option<Value>; 4]) {
-    use crate::steps::drop_caught::{drop_caught, rethrow};
+    use crate::util::panic::{drop_caught, rethrow};
     let mut first = None;
     for v in vals.iter_mut() {
         if let Some(v) = v.take() {

@@ -51,6 +51,7 @@ mod steps;
 pub mod sync;
 mod testing;
 mod tool;
+mod util;
 
 pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, Value};
 pub use error::step_error::{Error, StepResult};

@@ -104,7 +104,7 @@ impl State {
     #[inline]
     pub(crate) fn prefetch(&self) {
         if let Some(inner) = &self.0 {
-            crate::tool::prefetch::prefetch(&**inner, 3);
+            crate::util::prefetch::prefetch(&**inner, 3);
         }
     }
 
@@ -147,7 +147,7 @@ impl State {
         for (_, v) in inner.map.drain() {
             // A second payload is leaked, not dropped: its own `Drop` may
             // panic too (see `steps::drop_caught`).
-            crate::steps::drop_caught::drop_caught(v, &mut first);
+            crate::util::panic::drop_caught(v, &mut first);
         }
         if inner.map.capacity() > KEEP {
             inner.map = HashMap::new();

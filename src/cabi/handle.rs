@@ -19,6 +19,7 @@ use crate::steps::result::ExternalHandle;
 use crate::steps::step::Step;
 use crate::tool::handle::ToolHandle;
 use crate::tool::scheduler::Scheduler;
+use crate::util::thread::thread_mark;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -99,7 +100,6 @@ struct Local {
 }
 
 thread_local! {
-    static MARK: u8 = const { 0 };
     static LOCAL: Local = const {
         Local {
             pool: RefCell::new(VecDeque::new()),
@@ -122,10 +122,6 @@ pub(crate) fn give_str(c: CString) -> *mut c_void {
         g.push(c);
         p
     })
-}
-
-pub(crate) fn thread_mark() -> usize {
-    MARK.with(|m| m as *const u8 as usize)
 }
 
 impl StepBsi {
@@ -465,10 +461,7 @@ pub(crate) fn try_step<R>(
         }
         // A panic in the engine must not cross into C: it fails the step.
         Some(Err(p)) => {
-            b.fail(
-                crate::steps::flow::panic_error("C interface call", p),
-                false,
-            );
+            b.fail(crate::tool::panic_error("C interface call", p), false);
             None
         }
     }
@@ -519,7 +512,7 @@ pub(crate) fn try_cancel_cb<R>(
         f(sched)
     })?
     // An engine panic must not cross into C: the call does nothing.
-    .map_err(crate::steps::drop_caught::drop_payload)
+    .map_err(crate::util::panic::drop_payload)
     .ok()
 }
 

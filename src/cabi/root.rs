@@ -6,7 +6,7 @@
 //! any thread, even from the flow's own unhandled-error callback.
 
 use super::cvar::state_var;
-use super::handle::{catch_fn, exec_fn, schedule_on, thread_mark, SendPtr, QUARANTINE};
+use super::handle::{catch_fn, exec_fn, schedule_on, SendPtr, QUARANTINE};
 use super::noop;
 use super::types::*;
 use super::value::c_str;
@@ -16,6 +16,7 @@ use crate::runtime::RuntimeHandle;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Promise;
 use crate::steps::step::Step;
+use crate::util::thread::thread_mark;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CString};

@@ -174,7 +174,7 @@ impl Builder {
     /// loop's poll instance cannot be created; loops started so far are
     /// stopped and joined first.
     pub fn build(self) -> io::Result<Runtime> {
-        super::check_thread_name(&self.name)?;
+        crate::util::thread::check_thread_name(&self.name)?;
         let n = match self.loops {
             Some(n) => n,
             None => default_loops(std::thread::available_parallelism().map_or(1, |n| n.get())),

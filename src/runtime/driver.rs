@@ -7,11 +7,11 @@ use crate::error::{codes, Error};
 use crate::runtime::builder::{PinStatus, SharedHook};
 use crate::state::State;
 use crate::steps::def::StepDef;
-use crate::steps::drop_caught::{drain_caught, drop_caught, drop_payload, keep_first};
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::Completion;
 use crate::tool::async_tool::AsyncTool;
 use crate::tool::shared::{steal, Shared};
+use crate::util::panic::{drain_caught, drop_caught, drop_payload, keep_first};
 use crossbeam_deque::{Injector, Stealer, Worker};
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -457,7 +457,7 @@ pub(crate) fn thread_main(
     let why = match catch_unwind(AssertUnwindSafe(|| run(idx, &core, &mut tool))) {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e.to_string()),
-        Err(p) => Some(crate::steps::flow::panic_error("loop", p).to_string()),
+        Err(p) => Some(crate::tool::panic_error("loop", p).to_string()),
     };
     if let Some(why) = why {
         eprintln!("futoin-asyncsteps: loop {idx} stopped: {why}");

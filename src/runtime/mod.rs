@@ -36,18 +36,6 @@ pub(crate) use driver::current_loop as driver_current_loop;
 
 pub use builder::{Builder, PinStatus};
 
-/// A thread name the OS can take: no NUL byte (`std::thread::Builder`
-/// would panic on one).
-pub(crate) fn check_thread_name(name: &str) -> std::io::Result<()> {
-    if name.contains('\0') {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("thread name {name:?} holds a NUL byte"),
-        ));
-    }
-    Ok(())
-}
-
 use crate::args::FromArgs;
 use crate::steps::model::AsyncSteps;
 use crate::steps::result::{Completion, Promise};

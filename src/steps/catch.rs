@@ -84,7 +84,7 @@ impl Catch {
             // slot; reading it as a `*const u8` copies the address, which
             // is only handed to a prefetch hint, never dereferenced.
             let p = unsafe { self.slot.get().cast::<*const u8>().read() };
-            crate::tool::prefetch::prefetch(p, 1);
+            crate::util::prefetch::prefetch(p, 1);
         }
     }
 

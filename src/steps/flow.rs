@@ -11,6 +11,7 @@ use crate::steps::frame::{
 use crate::steps::result::Completion;
 use crate::steps::result::FutureWake;
 use crate::steps::step::{Outcome, Pending, Step};
+use crate::tool::panic_error;
 use crate::tool::scheduler::{FlowKey, Scheduler, BURST};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -52,20 +53,6 @@ pub(crate) enum Resume {
 /// flow cannot go on, e.g. in a cancel callback; `Scheduler::drive` turns
 /// it into the flow's result).
 pub(crate) struct FlowPanic(pub(crate) Error);
-
-/// Turns a panic payload into an `InternalError`. The payload is dropped
-/// here, safely (see [`drop_payload`]).
-///
-/// [`drop_payload`]: crate::steps::drop_caught::drop_payload
-pub(crate) fn panic_error(what: &str, p: Box<dyn Any + Send>) -> Error {
-    let msg = p
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".into());
-    crate::steps::drop_caught::drop_payload(p);
-    Error::internal(format!("panic in {what}: {msg}"))
-}
 
 /// What an execute callback's run comes to: a recorded misuse or
 /// `error()` (which fails the step even if the callback ignored the

@@ -4,9 +4,9 @@
 use crate::args::Args;
 use crate::error::Error;
 use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
-use crate::steps::drop_caught::{drain_caught, drop_caught, rethrow, Payload};
 use crate::steps::result::{FutureWake, WaitToken};
 use crate::tool::scheduler::TaskKey;
+use crate::util::panic::{drain_caught, drop_caught, rethrow, Payload};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -193,7 +193,7 @@ impl Extra {
     /// Empties it for reuse, dropping what it holds in field order (as
     /// dropping it would). A panicking `Drop` of a `stack()` value goes to
     /// the caller once everything else is dropped (the first of several;
-    /// see [`drop_caught`](crate::steps::drop_caught)).
+    /// see [`drop_caught`](crate::util::panic)).
     ///
     /// Returns true when giving back its sync slots posted a message to
     /// the loop's own queue (a grant to a waiter of this loop):

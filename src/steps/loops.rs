@@ -2,8 +2,8 @@
 
 use crate::error::StepResult;
 use crate::steps::def::name_of;
-use crate::steps::drop_caught::{drop_caught, rethrow};
 use crate::steps::step::Step;
+use crate::util::panic::{drop_caught, rethrow};
 use std::collections::{BTreeMap, HashMap};
 
 /// Collections [`Step::for_each`] walks as `(key, value)` pairs: vectors

@@ -3,7 +3,6 @@
 
 pub(crate) mod catch;
 pub(crate) mod def;
-pub(crate) mod drop_caught;
 pub(crate) mod flow;
 pub(crate) mod frame;
 pub(crate) mod inline;

@@ -324,7 +324,7 @@ impl Completion {
             // A user's waker runs here, on the loop (or the completing
             // thread): its panic is reported and the caller goes on.
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| w.wake())) {
-                let why = crate::steps::flow::panic_error("a promise's waker", p);
+                let why = crate::tool::panic_error("a promise's waker", p);
                 eprintln!("futoin-asyncsteps: {why} (ignored)");
             }
         }
@@ -599,7 +599,7 @@ impl FlowHandle {
 
     /// True on the flow's loop thread.
     pub fn is_same_thread(&self) -> bool {
-        self.thread_mark == crate::tool::shared::thread_mark()
+        self.thread_mark == crate::util::thread::thread_mark()
     }
 }
 

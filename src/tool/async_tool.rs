@@ -347,7 +347,7 @@ impl AsyncTool {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn spawn(name: &str) -> io::Result<(ToolHandle, std::thread::JoinHandle<()>)> {
-        crate::runtime::check_thread_name(name)?;
+        crate::util::thread::check_thread_name(name)?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let th = std::thread::Builder::new()
             .name(name.to_owned())

@@ -57,7 +57,7 @@ const TEARDOWN_TRIES: usize = 64;
 fn flow_panic_error(p: Box<dyn std::any::Any + Send>) -> Error {
     match p.downcast::<crate::steps::flow::FlowPanic>() {
         Ok(fp) => fp.0,
-        Err(p) => crate::steps::flow::panic_error("a value dropped by the flow", p),
+        Err(p) => crate::tool::panic_error("a value dropped by the flow", p),
     }
 }
 use std::sync::Arc;
@@ -552,7 +552,7 @@ impl Scheduler {
         match &mut self.unhandled {
             Some(h) => {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| h(e))) {
-                    let why = crate::steps::flow::panic_error("unhandled-error hook", p);
+                    let why = crate::tool::panic_error("unhandled-error hook", p);
                     eprintln!("futoin-asyncsteps: {why} (reporting: {e})");
                 }
             }
@@ -595,7 +595,7 @@ impl Scheduler {
                             clean = true;
                             break;
                         }
-                        Err(p) => crate::steps::drop_caught::drop_payload(p),
+                        Err(p) => crate::util::panic::drop_payload(p),
                     }
                 }
                 let _ = self.clear_args_caught();
@@ -723,7 +723,7 @@ impl Scheduler {
 
     fn call_user(&mut self, f: impl FnOnce(&mut Scheduler)) {
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(self))) {
-            let e = crate::steps::flow::panic_error("loop callback", p);
+            let e = crate::tool::panic_error("loop callback", p);
             self.report_unhandled(&e);
         }
     }

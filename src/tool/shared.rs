@@ -7,10 +7,11 @@ use crate::steps::result::Completion;
 pub(crate) use crate::tool::handshake::Sleep;
 use crate::tool::handshake::{Handshake, Posted};
 use crate::tool::scheduler::{FlowKey, Scheduler};
+use crate::util::thread::thread_mark;
 use crossbeam_deque::{Injector, Steal};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::sync::{Arc, OnceLock};
 
 /// A message for the owner loop, pushed from any thread.
@@ -116,10 +117,7 @@ fn settle(msg: Msg) {
 // so dropping them on whichever thread releases the last `Arc` is sound.
 unsafe impl Sync for Shared {}
 
-static NEXT_THREAD: AtomicUsize = AtomicUsize::new(1);
-
 thread_local! {
-    static MARK: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
     /// Loops (schedulers) alive on this thread.
     static OWNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -158,12 +156,6 @@ pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
             Steal::Retry => std::hint::spin_loop(),
         }
     }
-}
-
-/// A number unique to the calling thread for the life of the process
-/// (unlike a thread-local's address, never reused by a later thread).
-pub(crate) fn thread_mark() -> usize {
-    MARK.with(|m| *m)
 }
 
 /// Numbers the loops (`Shared::id`).

@@ -13,7 +13,7 @@ use crate::args::{Args, FromArgs};
 use crate::cabi::types::*;
 use crate::cabi::value;
 use crate::error::{Error, StepResult};
-use crate::steps::flow::panic_error;
+use crate::tool::panic_error;
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -3,12 +3,13 @@
 //! releasing branch strands, and what happens when a strand runs out of
 //! steps. See `docs/architecture.md`, "Running a step" and "Parallel".
 
-use super::{panic_error, Flow, FlowPanic};
+use super::{Flow, FlowPanic};
 use crate::args::Args;
 use crate::error::Error;
-use crate::steps::drop_caught::{call_caught, rethrow};
 use crate::steps::frame::{Act, Frame, Queued, Strand};
+use crate::tool::panic_error;
 use crate::tool::scheduler::Scheduler;
+use crate::util::panic::{call_caught, rethrow};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl Flow {

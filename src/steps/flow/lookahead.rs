@@ -3,7 +3,7 @@
 //! Only addresses are computed here; nothing is changed.
 
 use super::Flow;
-use crate::tool::prefetch::prefetch;
+use crate::util::prefetch::prefetch;
 
 impl Flow {
     /// Second stage: the flow object is in the cache; fetch the main

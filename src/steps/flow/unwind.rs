@@ -3,10 +3,11 @@
 //! `break`/`continue` reaching their loop. See `docs/architecture.md`,
 //! "Unwinding" and "Cancel and timeouts".
 
-use super::{panic_error, Flow};
+use super::Flow;
 use crate::error::{Control, Error};
 use crate::steps::frame::{Act, Frame, Kind, HANDLED, HOLDS, IN_PLACE, WAIT};
 use crate::steps::step::Step;
+use crate::tool::panic_error;
 use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

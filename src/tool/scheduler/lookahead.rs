@@ -9,7 +9,7 @@
 
 use super::{Entry, FlowKey, Scheduler, Task};
 use crate::steps::flow::Flow;
-use crate::tool::prefetch::prefetch;
+use crate::util::prefetch::prefetch;
 
 /// How far ahead each stage looks: the flow object first, then its current
 /// frame and state, then what the frame points to. Each stage's loads find

@@ -53,6 +53,19 @@ pub(crate) fn drop_payload(p: Payload) {
     std::mem::forget(again);
 }
 
+/// The message of a panic payload (a `&str` or a `String`; any other
+/// payload says so), the payload itself dropped here, safely (see
+/// [`drop_payload`]).
+pub(crate) fn message(p: Payload) -> String {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    drop_payload(p);
+    msg
+}
+
 /// Raises `first` again, unless the thread is unwinding already (that
 /// would abort); then the payload is leaked.
 #[inline]
