@@ -56,16 +56,19 @@ mod util;
 pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, Value};
 pub use error::step_error::{Error, StepResult};
 pub use state::State;
+pub use steps::async_tool::AsyncTool;
+pub use steps::external::ExternalHandle;
+pub use steps::flow_handle::FlowHandle;
 pub use steps::loops::{LoopItems, Pairs};
 pub use steps::model::{AsyncSteps, ModelParallel};
 pub use steps::parallel::Parallel;
-pub use steps::result::{ExternalHandle, FlowHandle, Promise};
+pub use steps::promise::Promise;
+pub use steps::scheduler::{Scheduler, Stats};
 pub use steps::step::{StackRef, Step};
 pub use steps::take_once::TakeOnce;
+pub use steps::tool_handle::ToolHandle;
 pub use testing::TestTool;
-pub use tool::async_tool::AsyncTool;
-pub use tool::handle::ToolHandle;
-pub use tool::scheduler::{Scheduler, Stats, TaskHandle};
+pub use tool::TaskHandle;
 
 /// The README's code blocks, compiled and run as doc tests.
 #[doc = include_str!("../README.md")]

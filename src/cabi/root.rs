@@ -14,7 +14,7 @@ use crate::args::Args;
 use crate::error::Error;
 use crate::runtime::RuntimeHandle;
 use crate::steps::model::AsyncSteps;
-use crate::steps::result::Promise;
+use crate::steps::promise::Promise;
 use crate::steps::step::Step;
 use crate::util::thread::thread_mark;
 use parking_lot::Mutex;

@@ -11,10 +11,11 @@ use super::types::*;
 use super::value::{self, c_str};
 use crate::args::Args;
 use crate::error::Error;
+use crate::steps::external::ExternalHandle;
 use crate::steps::parallel::Parallel;
-use crate::steps::result::ExternalHandle;
+use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
-use crate::tool::scheduler::{Scheduler, TaskHandle, TaskKey};
+use crate::tool::{TaskHandle, TaskKey};
 use slotmap::{Key, KeyData};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -442,7 +443,7 @@ unsafe extern "C" fn free(_p: *mut FutoInAsyncSteps) {
 
 fn to_handle(sched: &Scheduler, t: TaskHandle) -> FutoInHandle {
     FutoInHandle {
-        data1: Arc::as_ptr(&sched.shared) as *mut c_void,
+        data1: Arc::as_ptr(&sched.core.inbox) as *mut c_void,
         data2: std::ptr::null_mut(),
         data3: t.key().data().as_ffi() as isize,
     }
@@ -453,8 +454,11 @@ fn to_handle(sched: &Scheduler, t: TaskHandle) -> FutoInHandle {
 unsafe fn from_handle(sched: &Scheduler, h: *mut FutoInHandle) -> Option<TaskHandle> {
     // SAFETY: caller's contract.
     let h = unsafe { h.as_ref() }?;
-    std::ptr::eq(h.data1, Arc::as_ptr(&sched.shared) as *const c_void)
-        .then(|| sched.handle_of(TaskKey::from(KeyData::from_ffi(h.data3 as u64))))
+    std::ptr::eq(h.data1, Arc::as_ptr(&sched.core.inbox) as *const c_void).then(|| {
+        sched
+            .core
+            .handle_of(TaskKey::from(KeyData::from_ffi(h.data3 as u64)))
+    })
 }
 
 /// Sets a task on `sched` (the step's loop): `call` now or after `delay`.

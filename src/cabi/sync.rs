@@ -8,7 +8,7 @@ use super::handle::{
 use super::types::*;
 use crate::args::Args;
 use crate::error::{codes, Error, StepResult};
-use crate::steps::result::ExternalHandle;
+use crate::steps::external::ExternalHandle;
 use crate::steps::step::Step;
 use crate::sync::{ISync, Limiter, LimiterOptions, Mutex, Section, Throttle};
 use std::cell::RefCell;

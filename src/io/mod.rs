@@ -53,16 +53,13 @@
 //! it every flow of the loop, timeouts included.
 
 pub mod net;
-pub(crate) mod reactor;
 
-use crate::args::{ArgValue, IntoArgs};
 use crate::error::{Error, StepResult};
-use crate::steps::frame::WAIT;
+use crate::steps::frame::{Extra, WAIT};
+use crate::steps::io_wait::{IoWait, IoWaiter, Registered};
 use crate::steps::step::{StackRef, Step};
-use crate::tool::scheduler::IoKey;
-use crate::tool::shared::Msg;
+use crate::tool::{Begin, Core, IoKey, Msg, Reactor};
 use mio::Interest;
-use reactor::{Begin, Reactor};
 use std::any::Any;
 
 /// The `mio` crate (version 1) this crate's loops are built on. Its types
@@ -73,46 +70,13 @@ use std::any::Any;
 /// same major version to be the same types).
 pub use mio;
 
-/// What a [`Step::wait_io`] saw: the result args of the waiting step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Ready {
-    /// Reading will not block (data, EOF or an error is there).
-    pub readable: bool,
-    /// Writing will not block.
-    pub writable: bool,
-    /// The peer closed its writing half (a read gives EOF after the data).
-    pub read_closed: bool,
-    /// The writing half is closed (writes fail).
-    pub write_closed: bool,
-    /// The source reports an error (read it with `take_error`).
-    pub error: bool,
-}
+pub use crate::tool::Ready;
 
-impl ArgValue for Ready {}
-
-/// A waiting step's wait, kept in its frame: ending the frame (however)
-/// ends the wait.
-pub(crate) struct IoWait {
-    pub key: IoKey,
-    pub strand: u32,
-    pub seq: u32,
-}
-
-/// A source on a frame's stack that is registered with the reactor; the
-/// frame deregisters it when it ends, before the source is dropped.
-pub(crate) struct Registered {
-    pub idx: u32,
-    pub key: IoKey,
-    /// The OS handle of the registered source ([`ident_of`]): a source
-    /// put in place of it on the stack has another.
-    pub ident: u64,
-    /// Deregisters the source (its type is known only where it was
-    /// registered).
-    pub deregister: fn(&mut dyn Any, &mut Reactor, IoKey),
-}
-
-fn deregister_as<S: mio::event::Source + 'static>(v: &mut dyn Any, r: &mut Reactor, k: IoKey) {
+fn deregister_as<S: mio::event::Source + 'static>(
+    v: &mut dyn Any,
+    r: &mut Reactor<IoWaiter>,
+    k: IoKey,
+) {
     match v.downcast_mut::<S>() {
         Some(s) => r.deregister(k, s),
         None => r.forget(k),
@@ -252,18 +216,22 @@ impl Step<'_> {
         known: &mut Option<IoKey>,
         seq: u32,
     ) -> Result<(IoKey, Begin), Error> {
-        let reactor = self.sched.io.as_mut().expect("checked");
+        let reactor = self.sched.core.io.as_mut().expect("checked");
         let key = match *known {
             Some(k) if reactor.covers(k, interest) => k,
             _ => self.lookup_source(source, interest)?,
         };
         *known = Some(key);
-        let reactor = self.sched.io.as_mut().expect("checked");
-        let begun = reactor
-            .begin(key, self.sid, seq, interest, args)
-            .map_err(|()| {
-                Error::internal("wait_io(): another step already waits on this source")
-            })?;
+        let reactor = self.sched.core.io.as_mut().expect("checked");
+        let who = IoWaiter {
+            flow: self.flow.key,
+            strand: self.sid,
+            seq,
+            args,
+        };
+        let begun = reactor.begin(key, who, interest).map_err(|()| {
+            Error::internal("wait_io(): another step already waits on this source")
+        })?;
         Ok((key, begun))
     }
 
@@ -276,7 +244,7 @@ impl Step<'_> {
         args: bool,
         known: &mut Option<IoKey>,
     ) -> StepResult {
-        if self.sched.io.is_none() {
+        if self.sched.core.io.is_none() {
             return Err(Error::internal(
                 "wait_io(): this loop has no I/O reactor (TestTool); \
                  run the flow on an AsyncTool or a Runtime",
@@ -327,8 +295,9 @@ impl Step<'_> {
             // Readiness came before this wait: complete it on the next
             // turn, if the step still waits then.
             self.sched
-                .shared
-                .send(Msg::Call(Box::new(move |sched| sched.io_poke(key))));
+                .core
+                .inbox
+                .send(Msg::Call(Box::new(move |sched| Core::io_poke(sched, key))));
         }
         self.out_mut().io_wait = true;
         self.flow
@@ -352,15 +321,14 @@ impl Step<'_> {
         source: StackRef<S>,
         interest: Interest,
     ) -> Result<IoKey, Error> {
-        let flow = self.flow.key;
-        let reactor = self.sched.io.as_mut().expect("checked");
+        let reactor = self.sched.core.io.as_mut().expect("checked");
         let ended = || Error::internal("wait_io(): the step that owns the source has ended");
         let owner = self
             .flow
             .find_frame(self.sid, source.seq)
             .and_then(|f| f.extra.as_deref_mut())
             .ok_or_else(ended)?;
-        let crate::steps::frame::Extra { stack, rare, .. } = owner;
+        let Extra { stack, rare, .. } = owner;
         let sources = &mut rare.get_or_insert_with(Default::default).sources;
         let src = stack
             .get_mut(source.idx as usize)
@@ -388,12 +356,12 @@ impl Step<'_> {
                     ));
                 }
                 reactor.forget(r.key);
-                let key = reactor.register(src, flow, interest).map_err(refused)?;
+                let key = reactor.register(src, interest).map_err(refused)?;
                 (r.key, r.ident) = (key, ident);
                 key
             }
             None => {
-                let key = reactor.register(src, flow, interest).map_err(refused)?;
+                let key = reactor.register(src, interest).map_err(refused)?;
                 sources.retain(|r| r.idx != source.idx);
                 sources.push(Registered {
                     idx: source.idx,
@@ -463,7 +431,7 @@ impl Step<'_> {
         if !self.owns(&source) {
             return Ok(());
         }
-        let Some(reactor) = self.sched.io.as_mut() else {
+        let Some(reactor) = self.sched.core.io.as_mut() else {
             return Ok(());
         };
         let Some(owner) = self
@@ -473,7 +441,7 @@ impl Step<'_> {
         else {
             return Ok(());
         };
-        let crate::steps::frame::Extra { stack, rare, .. } = owner;
+        let Extra { stack, rare, .. } = owner;
         // No `Rare` part: nothing was ever registered from this frame.
         let Some(sources) = rare.as_deref_mut().map(|r| &mut r.sources) else {
             return Ok(());
@@ -520,12 +488,13 @@ impl Step<'_> {
         source: StackRef<S>,
         interest: Interest,
     ) -> bool {
-        if self.sched.io.is_none() {
+        if self.sched.core.io.is_none() {
             return true;
         }
         match self.io_key_of(source) {
             Some(k) => self
                 .sched
+                .core
                 .io
                 .as_ref()
                 .is_none_or(|r| r.worth_trying(k, interest)),
@@ -536,18 +505,13 @@ impl Step<'_> {
     /// An operation for `interest` on `source` found it drained (see
     /// [`Reactor::drained`]); a no-op for a source never waited on.
     pub(crate) fn io_drained<S: 'static>(&mut self, source: StackRef<S>, interest: Interest) {
-        if self.sched.io.is_none() {
+        if self.sched.core.io.is_none() {
             return;
         }
         if let Some(k) = self.io_key_of(source) {
-            if let Some(r) = self.sched.io.as_mut() {
+            if let Some(r) = self.sched.core.io.as_mut() {
                 r.drained(k, interest);
             }
         }
     }
-}
-
-/// The result args of an I/O wait.
-pub(crate) fn ready_args(r: Ready) -> crate::args::Args {
-    (r,).into_args()
 }

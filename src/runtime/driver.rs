@@ -6,12 +6,15 @@
 use crate::error::{codes, Error};
 use crate::runtime::builder::{PinStatus, SharedHook};
 use crate::state::State;
+use crate::steps::async_tool::AsyncTool;
 use crate::steps::def::StepDef;
 use crate::steps::model::AsyncSteps;
-use crate::steps::result::Completion;
-use crate::tool::async_tool::AsyncTool;
-use crate::tool::shared::{steal, Shared};
+use crate::steps::promise::Completion;
+use crate::steps::promise::{set_thread_runtime, thread_runtime};
+use crate::steps::scheduler::Scheduler;
+use crate::tool::Inbox;
 use crate::util::panic::{drain_caught, drop_caught, drop_payload, keep_first};
+use crate::util::steal::steal;
 use crossbeam_deque::{Injector, Stealer, Worker};
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -161,7 +164,7 @@ pub(crate) struct Counters {
 
 /// What the runtime knows about one loop.
 pub(crate) struct LoopRef {
-    pub shared: Arc<Shared>,
+    pub inbox: Arc<Inbox<Scheduler>>,
     /// Flows spawned from outside the loops and dealt to this one
     /// (`submit`); an idle peer may steal them.
     pub queue: Injector<Job>,
@@ -197,10 +200,10 @@ pub(crate) fn next_runtime_id() -> usize {
     NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The loop thread's own view: which runtime and loop it is, and its
-/// worker queue of flows spawned on this thread.
+/// The loop thread's own view: which loop of its runtime it is (the
+/// runtime is `promise::thread_runtime`), and its worker queue of flows
+/// spawned on this thread.
 struct Current {
-    rt: usize,
     idx: usize,
     worker: Worker<Job>,
 }
@@ -211,9 +214,12 @@ thread_local! {
 
 /// The loop index when the calling thread is a loop of runtime `rt`.
 pub(crate) fn current_loop(rt: usize) -> Option<usize> {
+    if thread_runtime() != Some(rt) {
+        return None;
+    }
     CURRENT
         .try_with(|c| match c.try_borrow() {
-            Ok(c) => c.as_ref().filter(|c| c.rt == rt).map(|c| c.idx),
+            Ok(c) => c.as_ref().map(|c| c.idx),
             Err(_) => None,
         })
         .ok()
@@ -232,10 +238,11 @@ impl Core {
         let mut job = Some(job);
         // `Some((i, backlog))`: pushed on loop `i`'s own worker, which now
         // holds more than `LOCAL_BACKLOG` jobs when `backlog`.
+        let ours = thread_runtime() == Some(self.id);
         let local = CURRENT
             .try_with(|c| {
                 let c = c.try_borrow().ok()?;
-                let cur = c.as_ref().filter(|cur| cur.rt == self.id)?;
+                let cur = c.as_ref().filter(|_| ours)?;
                 cur.worker.push(job.take()?);
                 Some((cur.idx, cur.worker.len() > LOCAL_BACKLOG))
             })
@@ -252,7 +259,7 @@ impl Core {
         }
         match (local, placed) {
             (_, Some(i)) => {
-                self.loops[i].shared.wake_if_sleeping();
+                self.loops[i].inbox.wake_if_sleeping();
             }
             (Some((idx, true)), None) => self.wake_one(idx),
             _ => {}
@@ -290,7 +297,7 @@ impl Core {
             .unwrap_or(start);
         self.loops[i].placed.push(job);
         if !self.closed_after_push(Some(i)) {
-            self.loops[i].shared.wake_if_sleeping();
+            self.loops[i].inbox.wake_if_sleeping();
         }
     }
 
@@ -339,7 +346,7 @@ impl Core {
         let mut order = (0..n).map(|k| (start + k) % n).filter(live);
         let first = order.clone().next().unwrap_or(start);
         order
-            .find(|&i| self.loops[i].shared.is_sleeping())
+            .find(|&i| self.loops[i].inbox.is_sleeping())
             .unwrap_or(first)
     }
 
@@ -349,7 +356,7 @@ impl Core {
         let start = self.next_wake.fetch_add(1, Ordering::Relaxed);
         for k in 0..n {
             let i = (start + k) % n;
-            if i != except && self.loops[i].shared.wake_if_sleeping() {
+            if i != except && self.loops[i].inbox.wake_if_sleeping() {
                 return;
             }
         }
@@ -432,7 +439,7 @@ pub(crate) fn thread_main(
     }
     let worker = Worker::new_fifo();
     let me = LoopRef {
-        shared: tool.shared.clone(),
+        inbox: tool.core.inbox.clone(),
         queue: Injector::new(),
         placed: Injector::new(),
         stealer: worker.stealer(),
@@ -447,13 +454,8 @@ pub(crate) fn thread_main(
     let Ok(Some(core)) = go.recv() else {
         return; // the build failed elsewhere
     };
-    CURRENT.with(|c| {
-        *c.borrow_mut() = Some(Current {
-            rt: core.id,
-            idx,
-            worker,
-        })
-    });
+    set_thread_runtime(core.id);
+    CURRENT.with(|c| *c.borrow_mut() = Some(Current { idx, worker }));
     let why = match catch_unwind(AssertUnwindSafe(|| run(idx, &core, &mut tool))) {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e.to_string()),
@@ -469,6 +471,7 @@ pub(crate) fn thread_main(
     // `Stealer` (in `Core`, alive while any `RuntimeHandle` is) shares
     // the worker's buffer, so dropping the worker alone keeps them.
     if let Some(cur) = CURRENT.with(|c| c.borrow_mut().take()) {
+        set_thread_runtime(0);
         while let Some(job) = cur.worker.pop() {
             job.discard();
         }
@@ -485,7 +488,8 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
             // More waits than this loop takes per turn: share it out.
             core.wake_one(idx);
         }
-        if spins(core.spin, started, tool.has_immediates(), tool.io_waits()) {
+        let (immediates, io) = (tool.core.has_immediates(), tool.core.io_waits());
+        if spins(core.spin, started, immediates, io) {
             spin(idx, core, tool);
         }
         let wait = (started > 0).then_some(Duration::ZERO);
@@ -493,7 +497,7 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
         publish(&me.counters, Some(tool));
         // A stop sent through `Runtime::loop_handle` is ignored: the loops
         // of a runtime stop with it (the shutdown sets `closing` first).
-        if tool.take_stop() && core.closing.load(Ordering::Acquire) {
+        if tool.core.take_stop() && core.closing.load(Ordering::Acquire) {
             return Ok(());
         }
     }
@@ -514,7 +518,7 @@ fn spins(spin: Duration, started: usize, immediates: bool, io_sources: usize) ->
 fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
     let now = Instant::now();
     let spin_end = now.checked_add(core.spin);
-    let until = match (spin_end, tool.next_deadline()) {
+    let until = match (spin_end, tool.core.next_deadline()) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
@@ -522,7 +526,7 @@ fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
         return;
     }
     loop {
-        let busy = !tool.shared.is_empty() || core.has_jobs(idx);
+        let busy = !tool.core.inbox.is_empty() || core.has_jobs(idx);
         if busy || until.is_some_and(|u| Instant::now() >= u) {
             return;
         }
@@ -550,7 +554,7 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
     };
     let mut n = 0;
     while n < START_BATCH {
-        let dry = !tool.has_immediates();
+        let dry = !tool.core.has_immediates();
         // `(job, stolen, counted)`: `counted` when the flow count already
         // includes the job.
         let got = CURRENT.with_borrow(|c| {

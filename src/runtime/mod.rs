@@ -32,15 +32,13 @@
 mod builder;
 mod driver;
 
-pub(crate) use driver::current_loop as driver_current_loop;
-
 pub use builder::{Builder, PinStatus};
 
 use crate::args::FromArgs;
 use crate::steps::model::AsyncSteps;
-use crate::steps::result::{Completion, Promise};
-use crate::tool::handle::ToolHandle;
-use crate::tool::shared::Msg;
+use crate::steps::promise::{Completion, Promise};
+use crate::steps::tool_handle::ToolHandle;
+use crate::tool::Msg;
 use driver::{Core, Job};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -300,7 +298,7 @@ impl Runtime {
         let core = &self.handle.core;
         core.close();
         for l in &core.loops {
-            l.shared.send(Msg::Stop);
+            l.inbox.send(Msg::Stop);
         }
         let me = std::thread::current().id();
         for t in self.threads.drain(..) {
@@ -386,7 +384,7 @@ impl RuntimeHandle {
     /// See [`Runtime::loop_handle`].
     pub fn loop_handle(&self, i: usize) -> Option<ToolHandle> {
         self.core.loops.get(i).map(|l| ToolHandle {
-            shared: l.shared.clone(),
+            inbox: l.inbox.clone(),
         })
     }
 
@@ -404,7 +402,7 @@ impl RuntimeHandle {
                     flows: c.flows.load(Ordering::Relaxed),
                     steps: c.steps.load(Ordering::Relaxed),
                     timers: c.timers.load(Ordering::Relaxed),
-                    inbox: l.shared.remote_depth(),
+                    inbox: l.inbox.remote_depth(),
                     started: c.started.load(Ordering::Relaxed),
                     stolen: c.stolen.load(Ordering::Relaxed),
                 }

@@ -8,11 +8,11 @@ use crate::steps::def::{Exec, StepDef};
 use crate::steps::frame::{
     Act, Extra, Frame, Kind, LoopState, ParState, Queued, Strand, HANDLED, WAIT,
 };
-use crate::steps::result::Completion;
-use crate::steps::result::FutureWake;
+use crate::steps::future_wake::FutureWake;
+use crate::steps::promise::Completion;
+use crate::steps::scheduler::{FlowKey, Scheduler, BURST};
 use crate::steps::step::{Outcome, Pending, Step};
 use crate::tool::panic_error;
-use crate::tool::scheduler::{FlowKey, Scheduler, BURST};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -129,8 +129,8 @@ pub(crate) struct Flow {
 impl Flow {
     /// Takes every sync hold out of the flow's frames (a flow about to be
     /// leaked after a panicking `Drop` must still give its slots back).
-    pub(crate) fn take_holds(&mut self) -> Vec<crate::sync::Hold> {
-        fn take(st: &mut Strand, out: &mut Vec<crate::sync::Hold>) {
+    pub(crate) fn take_holds(&mut self) -> Vec<crate::steps::hold::Hold> {
+        fn take(st: &mut Strand, out: &mut Vec<crate::steps::hold::Hold>) {
             for f in &mut st.frames {
                 if let Some(r) = f.extra.as_mut().and_then(|x| x.rare_mut()) {
                     out.extend(r.in_place.take().map(|(h, _)| h));
@@ -618,7 +618,7 @@ impl Flow {
 
     fn poll_future(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
         let key = self.key;
-        let shared = sched.shared.clone();
+        let shared = sched.core.inbox.clone();
         let f = self.top(sid);
         let seq = f.seq;
         let (fut, wake) = f.extra.as_mut()?.rare_mut()?.fut.as_mut()?;
@@ -676,7 +676,7 @@ impl Flow {
                 self.push_frame(sid, frame.catch, frame.name, Kind::Step);
                 if sched.section.is_some() {
                     // A failed `sync` section unwinds holding its lock.
-                    crate::sync::adopt_section(sched, self, sid);
+                    crate::steps::hold::adopt_section(sched, self, sid);
                 }
                 Some(Act::Fail(e))
             }

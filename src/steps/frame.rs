@@ -4,8 +4,9 @@
 use crate::args::Args;
 use crate::error::Error;
 use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
-use crate::steps::result::{FutureWake, WaitToken};
-use crate::tool::scheduler::TaskKey;
+use crate::steps::external::WaitToken;
+use crate::steps::future_wake::FutureWake;
+use crate::tool::TaskKey;
 use crate::util::panic::{drain_caught, drop_caught, rethrow, Payload};
 use std::any::Any;
 use std::sync::Arc;
@@ -36,7 +37,7 @@ pub(crate) const HOLDS: u8 = 8;
 pub(crate) const MAY_HOLD: u8 = IN_PLACE | HOLDS;
 
 /// A step's cancel callback; it gets the loop (see `Step::set_cancel_sched`).
-pub(crate) type CancelFn = Box<dyn FnOnce(&mut crate::tool::scheduler::Scheduler)>;
+pub(crate) type CancelFn = Box<dyn FnOnce(&mut crate::steps::scheduler::Scheduler)>;
 
 /// Per-step data most steps never need, allocated on first use (from the
 /// loop's pool). Kept small, so a step with a cancel callback or a
@@ -68,21 +69,21 @@ pub(crate) struct Rare {
     /// A `sync` step's stakes in sync objects (usually one; an `ISync`
     /// that takes several objects in one step gets one each). Released
     /// when the frame goes, however it goes.
-    pub holds: smallvec::SmallVec<[crate::sync::Hold; 1]>,
+    pub holds: smallvec::SmallVec<[crate::steps::hold::Hold; 1]>,
     /// A `sync` step that found its lock free and runs the critical
     /// section as its own body (frame flag `IN_PLACE`): its stake, and the
     /// section's name, which follows the step's own on `async_stack` as if
     /// the section were a sub-step. After `holds`, so the holds the section
     /// takes are given back first, as from a sub-step's frame.
-    pub in_place: Option<(crate::sync::Hold, NameFn)>,
+    pub in_place: Option<(crate::steps::hold::Hold, NameFn)>,
     /// With `in_place`: the name shown between the step's and the
     /// section's, of the object's own section that the general path runs
     /// the section in (a Limiter's Throttle inside its Mutex).
     pub in_place_via: Option<NameFn>,
     /// An I/O readiness wait of this step (`Step::wait_io`).
-    pub io: Option<crate::io::IoWait>,
+    pub io: Option<crate::steps::io_wait::IoWait>,
     /// Sources on this frame's stack registered with the reactor.
-    pub sources: smallvec::SmallVec<[crate::io::Registered; 1]>,
+    pub sources: smallvec::SmallVec<[crate::steps::io_wait::Registered; 1]>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
     pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,
@@ -165,7 +166,7 @@ impl Frame {
 impl Rare {
     /// Every stake of the frame in sync objects (see `sync::Hold`).
     #[inline]
-    pub(crate) fn all_holds(&self) -> impl Iterator<Item = &crate::sync::Hold> {
+    pub(crate) fn all_holds(&self) -> impl Iterator<Item = &crate::steps::hold::Hold> {
         self.holds
             .iter()
             .chain(self.in_place.as_ref().map(|p| &p.0))

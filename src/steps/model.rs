@@ -4,10 +4,11 @@ use crate::args::{FromArgs, IntoArgs};
 use crate::error::{Error, StepResult};
 use crate::state::State;
 use crate::steps::def::{self, Exec, StepDef};
+use crate::steps::flow_handle::FlowHandle;
 use crate::steps::loops::LoopItems;
-use crate::steps::result::{Completion, FlowHandle, Promise};
+use crate::steps::promise::{Completion, Promise};
+use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
-use crate::tool::scheduler::Scheduler;
 use smallvec::SmallVec;
 use std::fmt;
 
@@ -363,7 +364,7 @@ impl AsyncSteps {
     /// Starts the flow on `tool` and returns its result as a [`Promise`]
     /// (spec `promise`).
     pub fn promise<T: FromArgs>(self, tool: &mut Scheduler) -> Promise<T> {
-        let c = Completion::new(Some(tool.shared.clone()));
+        let c = Completion::new(Some(tool.core.inbox.clone()));
         tool.start(self, Some(c.clone()));
         Promise::new(c)
     }

@@ -4,12 +4,12 @@ use crate::args::{Args, FromArgs, IntoArgs};
 use crate::error::{Control, Error, StepResult};
 use crate::state::State;
 use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::external::{ExternalHandle, WaitToken};
 use crate::steps::flow::Flow;
 use crate::steps::frame::{Kind, WAIT};
 use crate::steps::model::AsyncSteps;
 use crate::steps::parallel::Parallel;
-use crate::steps::result::{ExternalHandle, WaitToken};
-use crate::tool::scheduler::Scheduler;
+use crate::steps::scheduler::Scheduler;
 use std::borrow::Cow;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -95,7 +95,7 @@ pub struct StackRef<T> {
     /// The loop of the flow (`Shared::id`, never reused): flow keys are
     /// only unique within one loop.
     pub(crate) tool: u64,
-    pub(crate) flow: crate::tool::scheduler::FlowKey,
+    pub(crate) flow: crate::steps::scheduler::FlowKey,
     pub(crate) seq: u32,
     pub(crate) idx: u32,
     _t: PhantomData<fn() -> T>,
@@ -202,7 +202,7 @@ impl<'a> Step<'a> {
             debug_assert_eq!(self.flow.st(self.sid).frames.len(), self.depth + 1);
             if self.sched.section.is_some() {
                 // This is a `sync` step running its section frameless.
-                crate::sync::adopt_section(self.sched, self.flow, self.sid);
+                crate::steps::hold::adopt_section(self.sched, self.flow, self.sid);
             }
         }
     }
@@ -304,7 +304,7 @@ impl<'a> Step<'a> {
     /// ids are odd).
     pub(crate) fn root_id(&self) -> isize {
         use slotmap::Key;
-        let loop_id = std::sync::Arc::as_ptr(&self.sched.shared) as u64;
+        let loop_id = std::sync::Arc::as_ptr(&self.sched.core.inbox) as u64;
         let key = self.flow.key.data().as_ffi();
         let mut h = loop_id ^ key.rotate_left(17) ^ u64::from(self.sid).rotate_left(41);
         h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -342,7 +342,7 @@ impl<'a> Step<'a> {
     }
 
     /// Gives this step a stake in a sync object (see `sync::Hold`).
-    pub(crate) fn add_hold(&mut self, h: crate::sync::Hold) {
+    pub(crate) fn add_hold(&mut self, h: crate::steps::hold::Hold) {
         self.frame_here();
         let f = &mut self.flow.st(self.sid).frames[self.depth];
         f.flags |= crate::steps::frame::HOLDS;
@@ -362,7 +362,7 @@ impl<'a> Step<'a> {
 
     /// The stake in object `id` of the step that added this one (a sync
     /// step's wait step).
-    pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut crate::sync::Hold> {
+    pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut crate::steps::hold::Hold> {
         let d = self.depth.checked_sub(1)?;
         self.flow.st(self.sid).frames[d]
             .extra
@@ -654,7 +654,7 @@ impl<'a> Step<'a> {
     /// ```
     pub fn wait_external(&mut self) -> ExternalHandle {
         if !self.waiting_allowed("wait_external() is not allowed in an error handler") {
-            return ExternalHandle::closed(self.sched.shared.clone());
+            return ExternalHandle::closed(self.sched.core.inbox.clone());
         }
         let (key, sid) = (self.flow.key, self.sid);
         let f = &mut self.flow.st(self.sid).frames[self.depth];
@@ -663,7 +663,7 @@ impl<'a> Step<'a> {
         let token = f
             .wait
             .get_or_insert_with(|| {
-                WaitToken::acquire(&mut sched.tokens, &sched.shared, key, sid, seq)
+                WaitToken::acquire(&mut sched.tokens, &sched.core.inbox, key, sid, seq)
             })
             .clone();
         ExternalHandle::new(token)
@@ -706,7 +706,7 @@ impl<'a> Step<'a> {
             .extra_of(&mut self.sched.extras, self.sid, self.depth);
         x.stack.push(Box::new(value));
         StackRef {
-            tool: self.sched.shared.id,
+            tool: self.sched.core.inbox.id,
             flow,
             seq,
             idx: (x.stack.len() - 1) as u32,
@@ -717,7 +717,7 @@ impl<'a> Step<'a> {
     /// Whether `r` was made by this flow (on this loop): only then can
     /// its frame be looked up here.
     pub(crate) fn owns<T>(&self, r: &StackRef<T>) -> bool {
-        r.flow == self.flow.key && r.tool == self.sched.shared.id
+        r.flow == self.flow.key && r.tool == self.sched.core.inbox.id
     }
 
     /// The value behind a [`StackRef`]; `InternalError` when its step has

@@ -152,7 +152,7 @@ impl<T> Queue<T> {
         self.0.push(n);
     }
     fn try_pop(&self) -> Option<Arc<Node<T>>> {
-        crate::tool::shared::steal(|| self.0.steal())
+        crate::util::steal::steal(|| self.0.steal())
     }
 }
 

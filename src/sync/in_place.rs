@@ -28,7 +28,8 @@
 //! few statements under the lock) never gets a frame: its hold is given
 //! back as it returns. Whatever needs the frame
 //! (a sub-step, a wait, a cancel callback, a timeout, a `stack()` value,
-//! another hold) pushes it and moves the hold into it ([`adopt_section`]);
+//! another hold) pushes it and moves the hold into it (`hold::adopt_section`
+//! in the engine);
 //! so does an error, a misuse or a panic, so the frame unwinds with the
 //! lock still held, as the sub-step's would. The register holds one
 //! section, and only while its step runs: no other step of the loop can
@@ -51,16 +52,13 @@
 //!   one does).
 
 use super::mutex::Mutex;
-use super::throttle::{Throttle, ThrottleCore};
+use super::throttle::Throttle;
 use super::Limiter;
-use super::{Hold, HoldCore, ISync, Section};
+use super::{hold_of, id_of, HoldCore, ISync, Section};
 use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::{name_of, NameFn};
-use crate::steps::flow::Flow;
-use crate::steps::frame::{HOLDS, IN_PLACE};
 use crate::steps::step::Step;
-use crate::tool::scheduler::Scheduler;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -142,7 +140,7 @@ where
     }
     let core = obj.into_core();
     O::admitted(&core, s);
-    s.run_in_place(Hold::new(id_of(&core), core, true), section);
+    s.run_in_place(hold_of(core, true), section);
     run_section(s, f)
 }
 
@@ -184,17 +182,20 @@ where
     if !inner {
         // The Limiter's own section runs in place (`async_stack` names it
         // so), and its Throttle takes `f` on the general path.
-        s.run_in_place(Hold::new(id_of(&core), core, true), name_of::<Limiter>());
+        s.run_in_place(hold_of(core, true), name_of::<Limiter>());
         let args = std::mem::take(s.args());
         return throttle.sync(s, args, Section::new(f));
     }
-    s.run_in_place(Hold::new(id_of(&core), core, true), section);
+    s.run_in_place(hold_of(core, true), section);
     let core = throttle.into_core();
     Throttle::admitted(&core, s);
     // The steps the Throttle's sub-step would have counted.
     s.sched.steps += 1;
     s.sched.budget -= 1;
-    s.sched.section_inner = Some(InnerHold(core));
+    // Its hold gives nothing back as it drops (a Throttle's slot comes
+    // back with its period); on `async_stack`, the Limiter's own section
+    // comes between the step and the section once there is a frame.
+    s.sched.section_inner = Some((hold_of(core, true), name_of::<Limiter>()));
     let r = run_section(s, f);
     if s.sched.section.is_none() {
         // Done without a frame, the Mutex given back: so is the Throttle
@@ -227,51 +228,6 @@ where
         s.sched.section = None;
     }
     r
-}
-
-/// Moves the hold of a frameless section (`Scheduler::section`) into its
-/// step's frame, just pushed on top of strand `sid`: from here on the
-/// frame holds the lock, as if the section had started on it.
-#[cold]
-#[inline(never)]
-pub(crate) fn adopt_section(sched: &mut Scheduler, flow: &mut Flow, sid: u32) {
-    let Some(held) = sched.section.take() else {
-        debug_assert!(false, "a frameless section without its hold");
-        return;
-    };
-    let f = flow
-        .st(sid)
-        .frames
-        .last_mut()
-        .expect("the frame just pushed");
-    let inner = sched.section_inner.take();
-    f.flags |= if inner.is_some() {
-        IN_PLACE | HOLDS
-    } else {
-        IN_PLACE
-    };
-    let rare = f.extra_in(&mut sched.extras).rare();
-    rare.in_place = Some(held);
-    if let Some(InnerHold(c)) = inner {
-        // Given back before `in_place`, as the frame ends; on
-        // `async_stack`, the Limiter's own section comes between the step
-        // and the section, as on the general path.
-        rare.holds.push(Hold::new(id_of(&c), c, true));
-        rare.in_place_via = Some(name_of::<Limiter>());
-    }
-}
-
-/// The inner hold of a frameless section: the Throttle a [`Limiter`]
-/// admitted the flow to, inside its Mutex. Its object alone is kept: a
-/// Throttle's slot is freed by its period, not by leaving, so a hold that
-/// never got to a frame has nothing to give back (`ThrottleCore::leave`).
-/// Moved into the frame as a real [`Hold`] (for the re-entrance checks)
-/// when the section gets one.
-pub(crate) struct InnerHold(Arc<ThrottleCore>);
-
-/// The identity of a sync object (the address of its core), as in `Hold`.
-fn id_of<C>(core: &Arc<C>) -> usize {
-    Arc::as_ptr(core) as *const () as usize
 }
 
 impl Step<'_> {
@@ -307,7 +263,7 @@ impl Step<'_> {
     /// pushed; see the module docs). A frame already there (a Limiter's
     /// section, after `enter`) takes them at once, with the seq the
     /// sub-step's frame would have had.
-    pub(super) fn run_in_place(&mut self, hold: Hold, section: NameFn) {
+    pub(super) fn run_in_place(&mut self, hold: crate::steps::hold::Hold, section: NameFn) {
         self.sched.steps += 1;
         self.sched.budget -= 1;
         debug_assert!(self.sched.section.is_none(), "one section at a time");
@@ -318,7 +274,7 @@ impl Step<'_> {
             let frames = &mut self.flow.st(self.sid).frames;
             debug_assert_eq!(frames.len(), self.depth + 1, "the step's frame is on top");
             frames[self.depth].seq = seq;
-            adopt_section(self.sched, self.flow, self.sid);
+            crate::steps::hold::adopt_section(self.sched, self.flow, self.sid);
         }
     }
 }

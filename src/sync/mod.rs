@@ -32,11 +32,10 @@ pub use limiter::{Limiter, LimiterCounts, LimiterOptions};
 pub use mutex::Mutex;
 pub use throttle::Throttle;
 
-pub(crate) use in_place::{adopt_section, InnerHold};
-
 use crate::args::{Args, FromArgs};
 use crate::error::{Error, StepResult};
 use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::hold::{Guard, Hold, HoldState, Place};
 use crate::steps::step::Step;
 use crate::ExternalHandle;
 use gate::{Gate, Node};
@@ -293,78 +292,38 @@ impl crate::AsyncSteps {
     }
 }
 
-/// What a [`Hold`] gives back when its step ends.
-pub(crate) trait HoldCore: Send + Sync + 'static {
+/// The shared core of one of this crate's sync objects: what the engine's
+/// [`Hold`] gives back through ([`Guard`]: an admitted flow leaves, a
+/// queued one gives its place up), and what `enter` needs of it.
+pub(crate) trait HoldCore: Guard {
     /// The object's kind, for error messages.
     fn what(&self) -> &'static str;
     /// The gate of this object.
     fn gate(&self) -> &Gate<ExternalHandle>;
-    /// An admitted flow leaves (Mutex: free the slot; Throttle: nothing,
-    /// the period timer frees slots).
-    fn leave(&self);
     /// A flow was admitted (`queued == false`) or queued on the loop
     /// running `s` (Throttle: make sure the period timer runs).
     fn entered(self: Arc<Self>, _s: &mut Step<'_>, _queued: bool) {}
 }
 
-/// A flow's stake in a sync object, kept in the `sync` step's frame so it
-/// is dropped when that step ends in any way (success, error, cancel,
-/// timeout, or the flow dropped at shutdown). A section run in place
-/// without a frame keeps it in the loop's register until it returns (see
-/// `in_place`).
-pub(crate) struct Hold {
-    /// Identity of the object (address of its shared core).
-    pub(crate) id: usize,
-    core: Arc<dyn HoldCore>,
-    state: HoldState,
-}
-
-enum HoldState {
-    /// Not admitted yet, not queued (the wait step has not run).
-    Pending,
-    /// Admitted.
-    Held,
-    /// Queued; admitted once its node is granted.
-    Queued(Arc<Node<ExternalHandle>>),
-}
-
-impl Hold {
-    fn new(id: usize, core: Arc<dyn HoldCore>, held: bool) -> Self {
-        Hold {
-            id,
-            core,
-            state: if held {
-                HoldState::Held
-            } else {
-                HoldState::Pending
-            },
-        }
+/// A queued flow's node is its place in the queue.
+impl Place for Node<ExternalHandle> {
+    fn is_granted(&self) -> bool {
+        Node::is_granted(self)
     }
-
-    /// True when this flow is inside (a queued node counts once granted).
-    pub(crate) fn is_held(&self) -> bool {
-        match &self.state {
-            HoldState::Pending => false,
-            HoldState::Held => true,
-            HoldState::Queued(n) => n.is_granted(),
-        }
+    fn cancel(&self) -> bool {
+        Node::cancel(self)
     }
 }
 
-impl Drop for Hold {
-    fn drop(&mut self) {
-        match std::mem::replace(&mut self.state, HoldState::Pending) {
-            HoldState::Pending => {}
-            HoldState::Held => self.core.leave(),
-            HoldState::Queued(n) => {
-                if n.cancel() {
-                    self.core.gate().node_cancelled();
-                } else {
-                    self.core.leave();
-                }
-            }
-        }
-    }
+/// A flow's stake in the object behind `core`.
+fn hold_of<C: HoldCore>(core: Arc<C>, held: bool) -> Hold {
+    Hold::new(id_of(&core), core, held)
+}
+
+/// The identity of a sync object: the address of its core, as in
+/// [`Hold::id`].
+fn id_of<C>(core: &Arc<C>) -> usize {
+    Arc::as_ptr(core) as *const () as usize
 }
 
 /// Resumes a granted waiter on its own loop. A waiter whose step ended in
@@ -379,14 +338,14 @@ fn resume(h: ExternalHandle) {
 ///
 /// `deadlock_check`: whether a flow whose ancestors hold every slot must
 /// be refused (Mutex) rather than queued (Throttle frees slots by time).
-fn enter(
-    core: Arc<dyn HoldCore>,
+fn enter<C: HoldCore>(
+    core: Arc<C>,
     s: &mut Step<'_>,
     args: Args,
     section: Section,
     deadlock_check: bool,
 ) -> StepResult {
-    let id = Arc::as_ptr(&core) as *const () as usize;
+    let id = id_of(&core);
     let what = core.what();
     // A frameless section running in this step keeps its hold in the
     // loop's register: in the frame, the checks below see it.
@@ -406,7 +365,7 @@ fn enter(
     let gate = core.gate();
     if gate.try_enter() {
         core.clone().entered(s, false);
-        let hold = Hold::new(id, core, true);
+        let hold = hold_of(core, true);
         if engine_sync && s.may_merge_section() {
             match section.into_in_place() {
                 Ok(f) => {
@@ -434,12 +393,13 @@ fn enter(
              ancestors hold (they release it after the branch ends)"
         )));
     }
-    s.add_hold(Hold::new(id, core, false));
-    // Only the id is kept (the closure stays in place): the rest comes
-    // from the hold.
+    s.add_hold(hold_of(core.clone(), false));
+    // Only the core is kept (one word: the closure stays in place); the
+    // hold is found by its id.
     s.add(move |s, ()| {
         let lost = || Error::internal("sync(): the wait step lost its sync step");
-        let core = s.parent_hold(id).ok_or_else(lost)?.core.clone();
+        let id = id_of(&core);
+        s.parent_hold(id).ok_or_else(lost)?;
         let what = core.what();
         let mut node = None;
         let r = core.gate().enter_or_queue(|| {
@@ -449,7 +409,7 @@ fn enter(
         });
         // Record the outcome first, so nothing after it can lose a slot.
         let h = s.parent_hold(id).ok_or_else(lost)?;
-        h.state = match r {
+        h.set_state(match r {
             gate::Enter::Now => HoldState::Held,
             gate::Enter::Queued => HoldState::Queued(node.expect("queued with a node")),
             gate::Enter::Rejected => {
@@ -458,7 +418,7 @@ fn enter(
                     format!("{what}: the queue is full"),
                 ))
             }
-        };
+        });
         core.entered(s, r == gate::Enter::Queued);
         Ok(())
     });

@@ -4,6 +4,7 @@ use super::gate::Gate;
 use super::{enter, resume, HoldCore, ISync, Section};
 use crate::args::Args;
 use crate::error::{Error, StepResult};
+use crate::steps::hold::Guard;
 use crate::steps::step::Step;
 use crate::ExternalHandle;
 use std::sync::Arc;
@@ -69,10 +70,16 @@ impl HoldCore for MutexCore {
     fn gate(&self) -> &Gate<ExternalHandle> {
         &self.gate
     }
+}
+
+impl Guard for MutexCore {
     fn leave(&self) {
         if let Some(n) = self.gate.release() {
             resume(n);
         }
+    }
+    fn place_cancelled(&self) {
+        self.gate.node_cancelled();
     }
 }
 

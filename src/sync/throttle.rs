@@ -4,9 +4,10 @@ use super::gate::{Arm, Gate};
 use super::{enter, resume, HoldCore, ISync, Section};
 use crate::args::Args;
 use crate::error::{Error, StepResult};
+use crate::steps::hold::Guard;
+use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
-use crate::tool::scheduler::Scheduler;
-use crate::tool::shared::Shared;
+use crate::tool::Inbox;
 use crate::ExternalHandle;
 use crate::ToolHandle;
 use std::sync::Arc;
@@ -79,18 +80,14 @@ impl HoldCore for ThrottleCore {
         &self.gate
     }
 
-    /// Nothing: a slot comes back with the next period. (A Limiter's
-    /// frameless section relies on it: `in_place::InnerHold`.)
-    fn leave(&self) {}
-
     fn entered(self: Arc<Self>, s: &mut Step<'_>, queued: bool) {
         if queued {
             // Contended path only: remember the loops with waiters, to
             // move the timer to one if its own loop goes away.
-            let here = &s.tool().shared;
+            let here = &s.tool().core.inbox;
             let mut spares = self.spares.lock();
-            spares.retain(|h| !h.shared.is_closed());
-            if let Some(i) = spares.iter().position(|h| Arc::ptr_eq(&h.shared, here)) {
+            spares.retain(|h| !h.inbox.is_closed());
+            if let Some(i) = spares.iter().position(|h| Arc::ptr_eq(&h.inbox, here)) {
                 let h = spares.remove(i);
                 spares.push(h);
             } else {
@@ -100,6 +97,15 @@ impl HoldCore for ThrottleCore {
         if self.arm.on_entry() {
             PeriodTimer::schedule(self, s.tool());
         }
+    }
+}
+
+impl Guard for ThrottleCore {
+    /// Nothing: a slot comes back with the next period.
+    fn leave(&self) {}
+
+    fn place_cancelled(&self) {
+        self.gate.node_cancelled();
     }
 }
 
@@ -129,7 +135,7 @@ impl super::in_place::Own for Throttle {
 struct PeriodTimer {
     core: Option<Arc<ThrottleCore>>,
     /// The loop it is scheduled on.
-    home: Arc<Shared>,
+    home: Arc<Inbox<Scheduler>>,
 }
 
 impl PeriodTimer {
@@ -137,7 +143,7 @@ impl PeriodTimer {
         let period = core.period;
         let mut t = PeriodTimer {
             core: Some(core),
-            home: sched.shared.clone(),
+            home: sched.core.inbox.clone(),
         };
         sched.deferred(period, move |sched| t.fire(sched));
     }
@@ -155,7 +161,7 @@ impl PeriodTimer {
             // wakers and inboxes) alive. Live loops stay: a flow may be
             // queueing on one right now (clearing the list could forget
             // it).
-            core.spares.lock().retain(|h| !h.shared.is_closed());
+            core.spares.lock().retain(|h| !h.inbox.is_closed());
         }
     }
 }
@@ -168,7 +174,7 @@ impl Drop for PeriodTimer {
             return;
         }
         let loops: Vec<ToolHandle> = (core.spares.lock().iter())
-            .filter(|h| !Arc::ptr_eq(&h.shared, &self.home) && !h.shared.is_closed())
+            .filter(|h| !Arc::ptr_eq(&h.inbox, &self.home) && !h.inbox.is_closed())
             .cloned()
             .collect();
         Restart {

@@ -2,10 +2,9 @@
 
 use crate::args::FromArgs;
 use crate::error::Error;
-use crate::steps::result::Promise;
-use crate::tool::scheduler::{Scheduler, Stats, MAX_DELAY};
-use crate::tool::shared::Drain;
-use crate::tool::timers::HORIZON;
+use crate::steps::promise::Promise;
+use crate::steps::scheduler::{Scheduler, Stats};
+use crate::tool::{Core, Drain, HORIZON, MAX_DELAY};
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
@@ -44,7 +43,7 @@ pub struct TestTool {
 }
 
 /// One turn of a [`TestTool`], as a pass of an `AsyncTool`
-/// (`Scheduler::run_pass`): the due timers join the queue, the messages
+/// (`Core::run_pass`): the due timers join the queue, the messages
 /// run (those waiting, then those sent meanwhile, up to `DRAIN_MAX`; see
 /// [`Drain`]), then the entries that were queued before them.
 struct Turn {
@@ -83,7 +82,7 @@ impl TestTool {
 
     /// Virtual time elapsed since creation.
     pub fn elapsed(&self) -> Duration {
-        self.sched.now - self.start
+        self.sched.core.now - self.start
     }
 
     /// Runs the next event: a message, a ready callback or flow continuation,
@@ -105,9 +104,9 @@ impl TestTool {
         if self.run_ready_one() {
             return true;
         }
-        match self.sched.next_deadline() {
+        match self.sched.core.next_deadline() {
             Some(at) => {
-                self.sched.now = at;
+                self.sched.core.now = at;
                 self.run_ready_one()
             }
             None => false,
@@ -150,19 +149,19 @@ impl TestTool {
         // The rest of the current turn, else a new one.
         for _ in 0..2 {
             let t = turn.get_or_insert_with(|| {
-                sched.fire_timers();
+                sched.core.fire_timers();
                 Turn {
-                    entries: sched.queued_entries(),
-                    msgs: Drain::new(&sched.shared),
+                    entries: sched.core.queued_entries(),
+                    msgs: Drain::new(&sched.core.inbox),
                 }
             });
-            if let Some(m) = t.msgs.next(&sched.shared) {
-                sched.dispatch_one(m);
+            if let Some(m) = t.msgs.next(&sched.core.inbox) {
+                Core::dispatch(sched, m);
                 return true;
             }
             while t.entries > 0 {
                 t.entries -= 1;
-                if sched.run_front() {
+                if Core::run_front(sched) {
                     return true;
                 }
             }
@@ -184,18 +183,19 @@ impl TestTool {
         let room = MAX_ELAPSED.saturating_sub(self.elapsed());
         let target = self
             .sched
+            .core
             .now
             .checked_add(d.min(room))
-            .unwrap_or(self.sched.now);
+            .unwrap_or(self.sched.core.now);
         let mut n = self.run_all_ready();
-        while let Some(at) = self.sched.next_deadline() {
+        while let Some(at) = self.sched.core.next_deadline() {
             if at > target {
                 break;
             }
-            self.sched.now = self.sched.now.max(at);
+            self.sched.core.now = self.sched.core.now.max(at);
             n += self.run_all_ready();
         }
-        self.sched.now = target;
+        self.sched.core.now = target;
         n + self.run_all_ready()
     }
 
@@ -211,7 +211,7 @@ impl TestTool {
     /// loop of this same thread would never end meanwhile: that is an
     /// `InternalError` at once, and nothing runs.
     pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
-        if p.stuck_behind(&self.sched.shared) {
+        if p.stuck_behind(&self.sched.core.inbox) {
             return Err(Error::internal(
                 "block_on(): the flow runs (or is queued to run) on another loop of \
                  this thread, which this call does not drive; block on that loop, or \
@@ -224,7 +224,7 @@ impl TestTool {
             }
             if !self.run_one() {
                 return p.try_take().unwrap_or_else(|| {
-                    Err(Error::internal(if p.elsewhere(&self.sched.shared) {
+                    Err(Error::internal(if p.elsewhere(&self.sched.core.inbox) {
                         "block_on(): the flow runs on another thread's loop, which a \
                          TestTool does not wait for; use Promise::wait or \
                          AsyncTool::block_on"

@@ -1,7 +1,8 @@
 //! Small helpers every layer uses: dropping values whose `Drop` may panic,
-//! cache prefetch hints, telling threads apart. Nothing here knows of
+//! cache prefetch hints, taking from crossbeam queues, telling threads apart. Nothing here knows of
 //! loops, flows or errors.
 
 pub(crate) mod panic;
 pub(crate) mod prefetch;
+pub(crate) mod steal;
 pub(crate) mod thread;

@@ -96,7 +96,7 @@ pub struct ForeignExternal {
     /// handle, taken when it started waiting. Step handle memory is
     /// recycled after a quarantine, so a late completion through `bsi`
     /// could reach another step; this handle refuses it instead.
-    own: Option<crate::steps::result::ExternalHandle>,
+    own: Option<crate::steps::external::ExternalHandle>,
 }
 
 // SAFETY: `wrap`'s contract: the implementation takes success/handle_error

@@ -1,7 +1,7 @@
 //! Unit tests of the loop driver (`driver.rs`).
 
 use super::*;
-use crate::steps::result::Promise;
+use crate::steps::promise::Promise;
 
 #[test]
 fn an_idle_loop_spins_only_with_nothing_to_run_and_no_io_to_watch() {
@@ -48,7 +48,7 @@ fn jobs_of_every_size_start_with_all_their_steps_in_order() {
     // 1 step (inline), 2 (moved to the heap), 3 and 6 (kept on the
     // model's heap buffer).
     for (n, want) in [(0, 1), (1, 10), (2, 101), (5, 101_234)] {
-        let c = Completion::new(Some(tool.shared.clone()));
+        let c = Completion::new(Some(tool.core.inbox.clone()));
         Job::new(chain(n), Some(c.clone())).start(&mut tool);
         let p = Promise::<(u32, u32)>::new(c);
         assert_eq!(tool.block_on(p).unwrap(), (want, n), "{} steps", n + 1);
@@ -58,7 +58,7 @@ fn jobs_of_every_size_start_with_all_their_steps_in_order() {
 #[test]
 fn a_job_of_an_empty_model_ends_at_once() {
     let mut tool = AsyncTool::new().unwrap();
-    let c = Completion::new(Some(tool.shared.clone()));
+    let c = Completion::new(Some(tool.core.inbox.clone()));
     Job::new(AsyncSteps::new(), Some(c.clone())).start(&mut tool);
     tool.block_on(Promise::<()>::new(c)).unwrap();
     assert_eq!(tool.stats().flows, 0);
@@ -84,7 +84,7 @@ fn idle_core(tools: &[AsyncTool]) -> Core {
     let loops = tools
         .iter()
         .map(|t| LoopRef {
-            shared: t.shared.clone(),
+            inbox: t.core.inbox.clone(),
             queue: Injector::new(),
             placed: Injector::new(),
             stealer: Worker::new_fifo().stealer(),
@@ -105,7 +105,7 @@ fn idle_core(tools: &[AsyncTool]) -> Core {
 
 /// A job of one step, and the promise of its result.
 fn job_and_promise(tool: &AsyncTool) -> (Job, Promise<()>) {
-    let c = Completion::new(Some(tool.shared.clone()));
+    let c = Completion::new(Some(tool.core.inbox.clone()));
     let mut root = AsyncSteps::new();
     root.add(|_, ()| Ok(()));
     (Job::new(root, Some(c.clone())), Promise::new(c))
@@ -148,7 +148,7 @@ fn a_dead_loop_answers_its_own_queued_flows_and_leaves_its_peers_alone() {
 #[test]
 fn a_job_cancelled_before_it_started_never_runs() {
     let mut tool = AsyncTool::new().unwrap();
-    let c = Completion::new(Some(tool.shared.clone()));
+    let c = Completion::new(Some(tool.core.inbox.clone()));
     let mut root = AsyncSteps::new();
     root.add(|_, ()| panic!("a cancelled job ran"));
     let job = Job::new(root, Some(c.clone()));

@@ -7,8 +7,10 @@ use super::{Flow, FlowPanic};
 use crate::args::Args;
 use crate::error::Error;
 use crate::steps::frame::{Act, Frame, Queued, Strand};
+use crate::steps::io_wait::IoWaiter;
+use crate::steps::scheduler::Scheduler;
 use crate::tool::panic_error;
-use crate::tool::scheduler::Scheduler;
+use crate::tool::Reactor;
 use crate::util::panic::{call_caught, rethrow};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -76,9 +78,9 @@ impl Flow {
         let Some(x) = f.extra.as_mut() else {
             return;
         };
-        if let (Some(io), Some(rare)) = (sched.io.as_mut(), x.rare.as_deref_mut()) {
+        if let (Some(io), Some(rare)) = (sched.core.io.as_mut(), x.rare.as_deref_mut()) {
             if let Some(w) = rare.io.take() {
-                io.end_wait(w.key, w.strand, w.seq);
+                io.end_wait(w.key, |who| (who.strand, who.seq) == (w.strand, w.seq));
             }
             if !rare.sources.is_empty() {
                 deregister_sources(io, rare, &mut x.stack);
@@ -228,7 +230,7 @@ impl Flow {
 #[cold]
 #[inline(never)]
 fn deregister_sources(
-    io: &mut crate::io::reactor::Reactor,
+    io: &mut Reactor<IoWaiter>,
     rare: &mut crate::steps::frame::Rare,
     stack: &mut [Box<dyn std::any::Any>],
 ) {

@@ -8,8 +8,8 @@
 use super::Flow;
 use crate::steps::def::{Exec, StepDef};
 use crate::steps::frame::{Act, Frame, Kind, LoopState};
+use crate::steps::scheduler::Scheduler;
 use crate::steps::step::{Outcome, Step};
-use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl Flow {

@@ -2,8 +2,9 @@
 //! (plain steps, and `sync` sections run in place).
 
 use crate::error::codes;
+use crate::steps::scheduler::Scheduler;
 use crate::sync::Mutex;
-use crate::tool::scheduler::Scheduler;
+use crate::tool::Core;
 use crate::{AsyncSteps, Error};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use std::time::Instant;
 fn run(root: AsyncSteps) -> (Result<(i32,), Error>, usize) {
     let mut sched = Scheduler::new(Instant::now());
     let mut p = root.promise::<(i32,)>(&mut sched);
-    while sched.run_pass() > 0 {}
+    while Core::run_pass(&mut sched) > 0 {}
     let res = p.try_take().expect("the flow has ended");
     let flow = sched.pooled().last().expect("the ended flow is pooled");
     (res, flow.main.frames.capacity())

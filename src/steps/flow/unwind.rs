@@ -6,9 +6,9 @@
 use super::Flow;
 use crate::error::{Control, Error};
 use crate::steps::frame::{Act, Frame, Kind, HANDLED, HOLDS, IN_PLACE, WAIT};
+use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
 use crate::tool::panic_error;
-use crate::tool::scheduler::Scheduler;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl Flow {

@@ -1,32 +1,14 @@
-//! [`AsyncTool`]: a mio event loop owning a [`Scheduler`].
+//! [`AsyncTool`]: the engine on a mio event loop of the calling thread.
 
 use crate::args::FromArgs;
 use crate::error::Error;
-use crate::steps::result::Promise;
-use crate::tool::handle::ToolHandle;
-use crate::tool::scheduler::{Scheduler, Trim};
-use crate::tool::shared::{Shared, Sleep};
-use std::future::Future;
+use crate::steps::promise::Promise;
+use crate::steps::scheduler::Scheduler;
+use crate::steps::tool_handle::ToolHandle;
+use crate::tool::Poller;
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
-
-const WAKER: mio::Token = mio::Token(usize::MAX);
-
-/// Wakes a loop however it sleeps (used by `block_on`).
-struct LoopWake(Arc<Shared>);
-
-impl Wake for LoopWake {
-    fn wake(self: Arc<Self>) {
-        self.0.wake_loop();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.wake_loop();
-    }
-}
 
 /// One event loop on the current thread (spec 2.6 AsyncTool): immediate and
 /// deferred callbacks, the flows pinned to it, and a cross-thread inbox. An
@@ -59,24 +41,7 @@ impl Wake for LoopWake {
 /// ```
 pub struct AsyncTool {
     sched: Scheduler,
-    poll: mio::Poll,
-    events: mio::Events,
-    /// The last turn ended with a blocking poll: the next turn need not
-    /// poll again before its pass (that poll would almost always find
-    /// nothing, a wasted system call per wake-up).
-    just_polled: bool,
-    /// [`registry`](Self::registry) was handed out: sources the reactor
-    /// does not know of may be registered, so the loop never parks.
-    foreign_sources: std::cell::Cell<bool>,
-}
-
-/// Parks the loop's thread for up to `wait` (`None`: until unparked). A
-/// spurious return only costs a turn.
-fn park(wait: Option<Duration>) {
-    match wait {
-        Some(d) => std::thread::park_timeout(d),
-        None => std::thread::park(),
-    }
+    poller: Poller,
 }
 
 impl std::fmt::Debug for AsyncTool {
@@ -90,18 +55,9 @@ impl std::fmt::Debug for AsyncTool {
 impl AsyncTool {
     /// A new loop bound to the calling thread.
     pub fn new() -> io::Result<Self> {
-        let poll = mio::Poll::new()?;
-        let waker = mio::Waker::new(poll.registry(), WAKER)?;
         let mut sched = Scheduler::new(Instant::now());
-        sched.set_registry(poll.registry().try_clone()?);
-        sched.shared.set_waker(waker);
-        Ok(AsyncTool {
-            sched,
-            poll,
-            events: mio::Events::with_capacity(256),
-            just_polled: false,
-            foreign_sources: std::cell::Cell::new(false),
-        })
+        let poller = Poller::new(&mut sched.core)?;
+        Ok(AsyncTool { sched, poller })
     }
 
     /// The mio registry of this loop, for I/O sources.
@@ -111,8 +67,7 @@ impl AsyncTool {
     /// source registered here directly still ends a blocking
     /// [`iterate`](Self::iterate).
     pub fn registry(&self) -> &mio::Registry {
-        self.foreign_sources.set(true);
-        self.poll.registry()
+        self.poller.registry()
     }
 
     /// Runs one turn: inbox, due timers and the callbacks queued before the
@@ -134,135 +89,18 @@ impl AsyncTool {
     /// (it may take a wake meant for the loop, and the loop then runs one
     /// turn early), and a signal no longer ends a parked turn early.
     pub fn iterate(&mut self, max_wait: Option<Duration>) -> io::Result<usize> {
-        self.iterate_with(max_wait, &|| true)
+        self.poller.iterate(&mut self.sched, max_wait, &|| true)
     }
 
     /// [`iterate`](Self::iterate) for a driver with work sources of its
     /// own: the loop only sleeps when `idle()` holds after the loop has
-    /// published that it is going to sleep (see `Shared::prepare_sleep`).
+    /// published that it is going to sleep (see `Inbox::prepare_sleep`).
     pub(crate) fn iterate_with(
         &mut self,
         max_wait: Option<Duration>,
         idle: &dyn Fn() -> bool,
     ) -> io::Result<usize> {
-        self.sched.now = Instant::now();
-        // A busy loop never blocks in poll: look for I/O each turn while
-        // steps wait for it, except right after the blocking poll that
-        // ended the previous turn (the turn after this one polls again).
-        let (mut io, mut woken) = (0, false);
-        if self.sched.io_waits() > 0 && !std::mem::take(&mut self.just_polled) {
-            (io, woken) = self.poll_io(Some(Duration::ZERO))?;
-        }
-        let n = self.sched.run_pass() + io;
-        // A wake-up this poll took (the waker's event is edge-triggered:
-        // reported once) is not slept through: a `block_on` waker, which
-        // does not go through the inbox's handshake, relies on it.
-        if n > 0 || woken || self.sched.has_immediates() {
-            self.sched.busy();
-            return Ok(n);
-        }
-        // A quiet turn: what a burst left in the pools is freed a batch per
-        // turn once the loop has been quiet long enough (coming straight
-        // back while more is left, so new work waits for one batch at most).
-        let trim_at = match self.sched.trim_pools() {
-            Trim::More => return Ok(0),
-            Trim::At(at) => Some(at),
-            Trim::Nothing => None,
-        };
-        // About to sleep in the poll while steps wait for I/O: give the
-        // thread's core away once and look again first (see
-        // `yield_before_poll`).
-        if max_wait != Some(Duration::ZERO) && self.sleeps_in_poll() {
-            if let Some(n) = self.yield_before_poll()? {
-                return Ok(n);
-            }
-        }
-        // Sleep until the earliest of `max_wait`, the next timer and the
-        // start of the trim.
-        let mut wait = max_wait;
-        if let Some(at) = trim_at.into_iter().chain(self.sched.next_deadline()).min() {
-            let d = at.saturating_duration_since(self.sched.now);
-            wait = Some(wait.map_or(d, |w| w.min(d)));
-        }
-        let mut io = 0;
-        // With no I/O source to watch, the loop parks its thread instead of
-        // blocking in `epoll_wait`: a futex wake-up is the cheaper of the
-        // two, for the waker and for the woken thread (a cross-thread
-        // ping-pong's round trip is two of them).
-        let how = if self.sleeps_in_poll() {
-            Sleep::Poll
-        } else {
-            Sleep::Park
-        };
-        if wait != Some(Duration::ZERO) && self.sched.shared.prepare_sleep(how, idle) {
-            let r = match how {
-                Sleep::Park => {
-                    park(wait);
-                    Ok(0)
-                }
-                Sleep::Poll => self.poll_io(wait).map(|(n, _)| n),
-            };
-            self.sched.shared.woke();
-            io = r?;
-            self.just_polled = how == Sleep::Poll;
-        }
-        self.sched.now = Instant::now();
-        Ok(self.sched.run_pass() + io)
-    }
-
-    /// The loop sleeps in `epoll_wait` (it watches I/O sources, or may),
-    /// not by parking its thread.
-    fn sleeps_in_poll(&self) -> bool {
-        self.sched.io_waits() > 0 || self.foreign_sources.get()
-    }
-
-    /// Before a loop that watches I/O sleeps in its poll, it yields its
-    /// core once (`std::thread::yield_now`) and polls again without
-    /// waiting; `Some` is the turn's count when that found events or
-    /// messages.
-    ///
-    /// Where the peer of a connection shares the loop's core (a client on
-    /// the same machine, another loop), the yield lets it run and send
-    /// the next request, which the loop then takes without going to sleep
-    /// and being woken: each such round costs the peer a wake-up and both a
-    /// context switch. With the client on the same two cores, the loops'
-    /// voluntary context switches fell from 0.15-0.36 to 0.03 per HTTP
-    /// request (`wrk -t1`) and from 0.09-0.36 to 0.01 per echo round trip,
-    /// and the median throughput rose by 5% and 19% (`docs/net.md`). On a
-    /// core with nothing else to run it costs two system calls before the
-    /// sleep.
-    fn yield_before_poll(&mut self) -> io::Result<Option<usize>> {
-        std::thread::yield_now();
-        let (io, woken) = self.poll_io(Some(Duration::ZERO))?;
-        self.sched.now = Instant::now();
-        if io == 0 && !woken && self.sched.shared.is_empty() {
-            return Ok(None);
-        }
-        let n = self.sched.run_pass() + io;
-        self.sched.busy();
-        Ok(Some(n))
-    }
-
-    /// Polls the reactor for up to `wait` and completes the steps whose
-    /// sources are ready; returns how many events it handled, and whether
-    /// the loop's waker fired.
-    fn poll_io(&mut self, wait: Option<Duration>) -> io::Result<(usize, bool)> {
-        match self.poll.poll(&mut self.events, wait) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok((0, false)),
-            Err(e) => return Err(e),
-        }
-        let (mut n, mut woken) = (0, false);
-        for ev in self.events.iter() {
-            if ev.token() == WAKER {
-                woken = true;
-            } else {
-                self.sched.now = Instant::now();
-                self.sched.io_event(ev);
-                n += 1;
-            }
-        }
-        Ok((n, woken))
+        self.poller.iterate(&mut self.sched, max_wait, idle)
     }
 
     /// Runs until no callback, timer, message or flow continuation is left.
@@ -287,25 +125,12 @@ impl AsyncTool {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn run_until_idle(&mut self) -> io::Result<()> {
-        loop {
-            self.iterate(Some(Duration::ZERO))?;
-            if self.sched.is_idle() {
-                return Ok(());
-            }
-            if !self.sched.has_immediates() {
-                self.iterate(None)?;
-            }
-        }
+        self.poller.run_until_idle(&mut self.sched)
     }
 
     /// Runs until a [`ToolHandle::stop`] arrives.
     pub fn run(&mut self) -> io::Result<()> {
-        loop {
-            self.iterate(None)?;
-            if self.sched.take_stop() {
-                return Ok(());
-            }
-        }
+        self.poller.run(&mut self.sched)
     }
 
     /// Runs the loop until `p`'s flow ends and returns its result.
@@ -314,22 +139,15 @@ impl AsyncTool {
     /// sleeps until that flow ends (or its own work arrives). A flow on
     /// another loop of this same thread would never end meanwhile: that is
     /// an `InternalError` at once.
-    pub fn block_on<T: FromArgs>(&mut self, mut p: Promise<T>) -> Result<T, Error> {
-        if p.stuck_behind(&self.sched.shared) {
+    pub fn block_on<T: FromArgs>(&mut self, p: Promise<T>) -> Result<T, Error> {
+        if p.stuck_behind(&self.sched.core.inbox) {
             return Err(Error::internal(
                 "block_on(): the flow runs (or is queued to run) on another loop of \
                  this thread, which this call does not drive; block on that loop, or \
                  await the promise in a step (s.await_future)",
             ));
         }
-        let waker = Waker::from(Arc::new(LoopWake(self.sched.shared.clone())));
-        let mut cx = Context::from_waker(&waker);
-        loop {
-            if let Poll::Ready(r) = Pin::new(&mut p).poll(&mut cx) {
-                return r;
-            }
-            self.iterate(None).map_err(Error::from)?;
-        }
+        self.poller.block_on(&mut self.sched, p)?
     }
 
     /// Starts a loop on a new thread named `name`, running until
@@ -385,9 +203,11 @@ impl DerefMut for AsyncTool {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::tool::Sleep;
     use crate::{AsyncSteps, Step};
     use std::sync::atomic::AtomicBool;
     use std::sync::atomic::Ordering;
+    use std::sync::Arc;
 
     /// Waits (on another thread) until `tool`'s loop sleeps, checks how,
     /// then runs `wake` there; the loop must come back for it and run
@@ -397,7 +217,7 @@ mod tests {
         want: Sleep,
         wake: impl FnOnce(Arc<AtomicBool>) + Send + 'static,
     ) {
-        let shared = tool.sched.shared.clone();
+        let shared = tool.sched.core.inbox.clone();
         let done = Arc::new(AtomicBool::new(false));
         let d = done.clone();
         let t = std::thread::spawn(move || {
@@ -479,9 +299,12 @@ mod tests {
     #[test]
     fn a_wake_the_busy_io_poll_takes_is_not_slept_through() {
         let (mut tool, _p) = waiting_for_io();
-        assert!(!tool.just_polled, "the next turn starts with a busy poll");
+        assert!(
+            !tool.poller.just_polled,
+            "the next turn starts with a busy poll"
+        );
         // What `LoopWake::wake` does, from the flow's end on another loop.
-        tool.sched.shared.wake_loop();
+        tool.sched.core.inbox.wake_loop();
         let start = Instant::now();
         tool.iterate(Some(Duration::from_secs(10))).unwrap();
         assert!(
@@ -510,12 +333,12 @@ mod tests {
         assert_eq!(tool.stats().io, 1);
         // Nothing comes: the turn ends asleep in the poll.
         tool.iterate(Some(Duration::from_millis(1))).unwrap();
-        assert!(tool.just_polled);
+        assert!(tool.poller.just_polled);
         // The connection is queued (loopback completes the handshake in
         // `connect`); the listener's event waits in the kernel.
         let _conn = std::net::TcpStream::connect(addr).unwrap();
         assert_eq!(tool.iterate(Some(Duration::from_secs(10))).unwrap(), 1);
-        assert!(!tool.just_polled, "the loop slept in its poll");
+        assert!(!tool.poller.just_polled, "the loop slept in its poll");
         assert!(p.try_take().unwrap().unwrap().0.readable);
         assert_eq!(tool.stats().io, 0);
     }
@@ -528,7 +351,7 @@ mod tests {
         tool.registry()
             .register(&mut listener, mio::Token(7), mio::Interest::READABLE)
             .unwrap();
-        let shared = tool.sched.shared.clone();
+        let shared = tool.sched.core.inbox.clone();
         let t = std::thread::spawn(move || {
             while shared.sleeping_as().is_none() {
                 std::thread::yield_now();
@@ -550,7 +373,7 @@ mod tests {
         let (other, thread) = AsyncTool::spawn("other").unwrap();
         // The other loop's flow ends only once this loop is parked in
         // `block_on`: its completion must wake it.
-        let shared = tool.sched.shared.clone();
+        let shared = tool.sched.core.inbox.clone();
         let mut root = AsyncSteps::new();
         root.add(move |s, ()| {
             while shared.sleeping_as() != Some(Sleep::Park) {

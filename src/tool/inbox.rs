@@ -1,85 +1,40 @@
-//! The part of a loop that other threads may touch: the inbox and its waker.
+//! The inbox: the part of a loop that other threads may touch, with its
+//! waker.
 
-use crate::args::{Args, Value};
-use crate::error::Error;
-use crate::steps::model::AsyncSteps;
-use crate::steps::result::Completion;
-pub(crate) use crate::tool::handshake::Sleep;
-use crate::tool::handshake::{Handshake, Posted};
-use crate::tool::scheduler::{FlowKey, Scheduler};
+pub(crate) use super::handshake::Sleep;
+use super::handshake::{Handshake, Posted};
+use super::Engine;
+use crate::util::steal::steal;
 use crate::util::thread::thread_mark;
-use crossbeam_deque::{Injector, Steal};
+use crossbeam_deque::Injector;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
-
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// A message for the owner loop, pushed from any thread.
+/// A message for the owner loop, pushed from any thread: a closure to run
+/// there, a stop, or a message of the engine's.
 ///
-/// Kept to 40 bytes (see the test `a_message_is_40_bytes`), not 144: the
-/// inbox stores messages in blocks of 63 that the producer allocates and
-/// zeroes, and every byte of a message crosses from the producer's core to
-/// the loop's.
-pub(crate) enum Msg {
+/// Kept small (see the engine's size test): the inbox stores messages in
+/// blocks of 63 that the producer allocates and zeroes, and every byte of
+/// a message crosses from the producer's core to the loop's.
+pub(crate) enum Msg<H: Engine> {
     /// Run a closure on the loop.
-    Call(Box<dyn FnOnce(&mut Scheduler) + Send>),
-    /// Start a flow (from a remote [`ToolHandle`](crate::ToolHandle)); the
-    /// model (112 bytes) is boxed.
-    Execute(Box<AsyncSteps>, Option<Arc<Completion>>),
-    /// An external completion of a waiting step.
-    Complete {
-        flow: FlowKey,
-        strand: u32,
-        seq: u32,
-        result: Result<Packed, Error>,
-    },
-    /// Root cancel.
-    Cancel(FlowKey),
-    /// A future awaited by a step was woken.
-    Poll {
-        flow: FlowKey,
-        strand: u32,
-        seq: u32,
-    },
+    Call(Box<dyn FnOnce(&mut H) + Send>),
     /// Stop a loop that runs in `run()` mode.
     Stop,
+    /// A message for the engine (a flow to start, a step completed, ...).
+    Engine(H::Msg),
 }
 
-/// Success [`Args`] in three words instead of twelve, for a message: no
-/// value or one (the common case) inline, more in a box.
-pub(crate) enum Packed {
-    /// Only the first slot may hold a value.
-    One(Option<Value>),
-    /// Any other shape, as it was (gaps included).
-    Many(Box<Args>),
-}
-
-impl Packed {
-    /// Packs `a` (it unpacks to the same values in the same slots).
-    #[inline]
-    pub(crate) fn new(a: Args) -> Self {
-        match a.into_one() {
-            Ok(v) => Packed::One(v),
-            Err(a) => Packed::Many(Box::new(a)),
-        }
-    }
-
-    /// The args back.
-    #[inline]
-    pub(crate) fn unpack(self) -> Args {
-        match self {
-            Packed::One(v) => Args::one(v),
-            Packed::Many(b) => *b,
-        }
-    }
-}
-
-/// Shared, thread-safe side of one loop.
-pub(crate) struct Shared {
-    inbox: Injector<Msg>,
+/// The shared, thread-safe side of one loop: the messages for it (a
+/// plain queue for its own thread, a lock-free injector for the others),
+/// how it sleeps and how to wake it.
+pub(crate) struct Inbox<H: Engine> {
+    inbox: Injector<Msg<H>>,
     /// Messages sent from the loop's own thread: a plain queue, no atomics,
     /// no wake-up. Touched only on the owner thread (see `local()`).
-    local: UnsafeCell<VecDeque<Msg>>,
+    local: UnsafeCell<VecDeque<Msg<H>>>,
     waker: OnceLock<mio::Waker>,
     /// The `sleeping` and `closed` flags and the fences that pair them with
     /// `inbox` (model-checked under loom, see `handshake`).
@@ -94,31 +49,30 @@ pub(crate) struct Shared {
     thread: std::thread::Thread,
 }
 
-impl Drop for Shared {
+impl<H: Engine> Drop for Inbox<H> {
     fn drop(&mut self) {
-        crate::tool::registry::unregister(self.id);
+        super::registry::unregister(self.id);
     }
 }
 
-/// Answers a message whose loop is gone: a flow waiting for a result gets
-/// `Canceled`; anything else is dropped.
-fn settle(msg: Msg) {
-    if let Msg::Execute(_, Some(c)) = msg {
-        c.complete(Err(crate::error::Error::with_info(
-            crate::error::codes::CANCELED,
-            "the loop was stopped before the flow started",
-        )));
+/// Answers a message whose loop is gone: the engine answers its own (a
+/// flow waiting for a result gets `Canceled`); anything else is dropped.
+fn settle<H: Engine>(msg: Msg<H>) {
+    if let Msg::Engine(m) = msg {
+        H::settle(m);
     }
 }
 
 // SAFETY: all fields but `local` are `Sync`. `local` is only accessed on
-// the owner thread, through `Shared::local` (see the proof there); other
-// threads never read or write it. Its contents are `Msg`s, which are `Send`,
-// so dropping them on whichever thread releases the last `Arc` is sound.
-unsafe impl Sync for Shared {}
+// the owner thread, through `Inbox::local` (see the proof there); other
+// threads never read or write it. Its contents are `Msg`s, which are `Send`
+// (a `Call` is a `Send` closure, an engine message is `Send` by the
+// `Engine` bound), so dropping them on whichever thread releases the last
+// `Arc` is sound.
+unsafe impl<H: Engine> Sync for Inbox<H> {}
 
 thread_local! {
-    /// Loops (schedulers) alive on this thread.
+    /// Loops (loop cores) alive on this thread.
     static OWNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
@@ -145,34 +99,21 @@ impl Drop for OwnerGuard {
     }
 }
 
-/// Runs a crossbeam steal until it gives an answer: the item, or `None`
-/// when the queue is empty (`Retry`, a race with another stealer, is
-/// retried at once).
-pub(crate) fn steal<T>(mut f: impl FnMut() -> Steal<T>) -> Option<T> {
-    loop {
-        match f() {
-            Steal::Success(t) => return Some(t),
-            Steal::Empty => return None,
-            Steal::Retry => std::hint::spin_loop(),
-        }
-    }
-}
+/// Numbers the loops (`Inbox::id`).
+static NEXT_LOOP: AtomicU64 = AtomicU64::new(1);
 
-/// Numbers the loops (`Shared::id`).
-static NEXT_LOOP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-impl Shared {
+impl<H: Engine> Inbox<H> {
     pub(crate) fn new() -> Arc<Self> {
-        let s = Arc::new(Shared {
+        let s = Arc::new(Inbox {
             inbox: Injector::new(),
             local: UnsafeCell::new(VecDeque::new()),
             waker: OnceLock::new(),
             hs: Handshake::new(),
             thread_mark: thread_mark(),
-            id: NEXT_LOOP.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: NEXT_LOOP.fetch_add(1, Ordering::Relaxed),
             thread: std::thread::current(),
         });
-        crate::tool::registry::register(&s);
+        super::registry::register(s.id, &s);
         s
     }
 
@@ -194,14 +135,15 @@ impl Shared {
 
     /// Runs `f` on the owner thread's local queue.
     #[inline]
-    fn local<R>(&self, f: impl FnOnce(&mut VecDeque<Msg>) -> R) -> R {
+    fn local<R>(&self, f: impl FnOnce(&mut VecDeque<Msg<H>>) -> R) -> R {
         debug_assert!(self.is_same_thread());
         // SAFETY: `local` is only reached from the thread that owns the loop:
         // `send` checks `is_same_thread()` first, and the other callers
         // (`close`, `prepare_sleep`, `Batch::next`, `is_empty`, `depth`,
         // `local_len`) are reached
-        // only through the owner's `Scheduler` or the tool holding it (all
-        // `!Send`, so the owner never changes), as the assertion above
+        // only through the owner's loop core (`Core`, held by its engine
+        // and the tool holding that: all `!Send`, so the owner never
+        // changes), as the assertion above
         // checks in debug builds. So no two
         // threads touch it. On that thread the `&mut` lives only inside `f`,
         // which only pushes, pops or reads the length and never runs user
@@ -212,7 +154,7 @@ impl Shared {
 
     /// Queues a message; never blocks. Wakes the loop only when it sleeps.
     /// From the loop's own thread it takes the plain local queue.
-    pub(crate) fn send(&self, msg: Msg) {
+    pub(crate) fn send(&self, msg: Msg<H>) {
         if self.is_same_thread() {
             if self.hs.is_closed() {
                 settle(msg);
@@ -265,7 +207,7 @@ impl Shared {
         self.hs.wake_if_sleeping(|how| self.wake_as(how))
     }
 
-    /// The loop is gone (its scheduler dropped): answer every queued message
+    /// The loop is gone (its loop core dropped): answer every queued message
     /// and every later one at once. Owner thread only.
     pub(crate) fn close(&self) {
         self.hs.close();
@@ -373,7 +315,7 @@ pub(crate) struct Batch {
 impl Batch {
     /// The next message of the batch; `None` once it has been taken whole.
     #[inline]
-    pub(crate) fn next(&mut self, shared: &Shared) -> Option<Msg> {
+    pub(crate) fn next<H: Engine>(&mut self, shared: &Inbox<H>) -> Option<Msg<H>> {
         if self.remote == 0 {
             // Local messages only (a busy loop's usual batch): they are
             // all there, as only this thread takes them.
@@ -387,7 +329,7 @@ impl Batch {
     }
 
     /// [`next`](Self::next) while messages of other threads are left.
-    fn next_mixed(&mut self, shared: &Shared) -> Option<Msg> {
+    fn next_mixed<H: Engine>(&mut self, shared: &Inbox<H>) -> Option<Msg<H>> {
         loop {
             let remote = self.remote > 0 && (self.local == 0 || self.remote_next);
             if remote {
@@ -414,10 +356,10 @@ impl Batch {
 }
 
 /// At most this many messages run in one pass of the loop
-/// (`Scheduler::run_inbox`).
+/// (`Core::run_inbox`).
 pub(crate) const DRAIN_MAX: usize = 64;
 
-/// The messages one pass runs (see `Scheduler::run_inbox`): the batch
+/// The messages one pass runs (see `Core::run_inbox`): the batch
 /// waiting when it starts, then those sent meanwhile, batch after batch,
 /// until a batch finds none or [`DRAIN_MAX`] have run. Taken one message
 /// at a time, so `TestTool` runs the same messages in a turn as
@@ -436,7 +378,7 @@ pub(crate) struct Drain {
 impl Drain {
     /// A drain starting with the messages waiting now; owner thread only.
     #[inline]
-    pub(crate) fn new(shared: &Shared) -> Self {
+    pub(crate) fn new<H: Engine>(shared: &Inbox<H>) -> Self {
         Drain {
             batch: shared.batch(),
             ran: 0,
@@ -448,7 +390,7 @@ impl Drain {
     /// The next message of the drain; `None` once it is over (and from
     /// then on).
     #[inline]
-    pub(crate) fn next(&mut self, shared: &Shared) -> Option<Msg> {
+    pub(crate) fn next<H: Engine>(&mut self, shared: &Inbox<H>) -> Option<Msg<H>> {
         while !self.done {
             if self.ran == DRAIN_MAX {
                 break;
@@ -465,33 +407,5 @@ impl Drain {
         }
         self.done = true;
         None
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::args::{FromArgs, IntoArgs};
-
-    #[test]
-    fn a_message_is_40_bytes() {
-        assert!(std::mem::size_of::<Msg>() <= 40);
-    }
-
-    #[test]
-    fn packed_args_unpack_to_the_same_slots() {
-        let types = |a: &Args| a.type_names();
-        assert_eq!(types(&Packed::new(Args::new()).unpack()), "()");
-        let mut one = Packed::new((7u32,).into_args()).unpack();
-        assert_eq!(<(u32,)>::from_args(&mut one).unwrap(), (7,));
-        let two = Packed::new((1u8, String::from("x")).into_args());
-        assert!(matches!(two, Packed::Many(_)));
-        assert_eq!(types(&two.unpack()), "(u8, String)");
-        // `take` leaves no gap: the value left packs as one.
-        let mut rest = (1u8, 2u16).into_args();
-        let _ = rest.take(0);
-        let rest = Packed::new(rest);
-        assert!(matches!(rest, Packed::One(Some(Value::U16(2)))));
-        assert_eq!(types(&rest.unpack()), "(u16,)");
     }
 }

@@ -1,6 +1,7 @@
-//! The loop's side of I/O readiness: which sources are registered with the
-//! mio registry, which step (if any) waits on each, and readiness that came
-//! while no step waited.
+//! The loop's readiness table: which sources are registered with the mio
+//! registry, who (if anyone) waits on each, and readiness that came while
+//! nobody waited. Who waits is the engine's business: a waiter is a value
+//! of the engine's (`W`) that comes back when its wait is answered.
 //!
 //! A source is registered on its first wait and stays registered (under
 //! one token, edge-triggered) until the step that owns it on the stack
@@ -11,17 +12,39 @@
 //! or a read came back short), and wait first, without a system call,
 //! until an event says it is worth trying again.
 
-use super::Ready;
-use crate::tool::scheduler::{FlowKey, IoKey};
-use slotmap::{Key, KeyData, SlotMap};
+use crate::args::ArgValue;
+use slotmap::{new_key_type, Key, KeyData, SlotMap};
+
+new_key_type! {
+    /// Identifies a source registered with the loop's reactor.
+    pub(crate) struct IoKey;
+}
+
+/// What a readiness wait saw ([`Step::wait_io`](crate::Step::wait_io)): the
+/// result args of the waiting step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ready {
+    /// Reading will not block (data, EOF or an error is there).
+    pub readable: bool,
+    /// Writing will not block.
+    pub writable: bool,
+    /// The peer closed its writing half (a read gives EOF after the data).
+    pub read_closed: bool,
+    /// The writing half is closed (writes fail).
+    pub write_closed: bool,
+    /// The source reports an error (read it with `take_error`).
+    pub error: bool,
+}
+
+impl ArgValue for Ready {}
 
 /// One registered source.
-struct Reg {
-    flow: FlowKey,
+struct Reg<W> {
     /// The interest it is registered with.
     interest: mio::Interest,
-    /// The waiting step.
-    waiter: Option<Waiter>,
+    /// Who waits, and for what.
+    waiter: Option<Waiter<W>>,
     /// Readiness seen while no step waited for it.
     pending: Bits,
     /// `READABLE` (`WRITABLE`): the last read (write) found nothing to
@@ -125,38 +148,31 @@ fn edges(i: mio::Interest) -> u8 {
     e
 }
 
-/// A step waiting on a source.
+/// Who waits on a source, and for what.
 #[derive(Clone, Copy)]
-struct Waiter {
-    strand: u32,
-    seq: u32,
+struct Waiter<W> {
+    who: W,
     interest: mio::Interest,
-    /// The step completes with the [`Ready`] as its result args (else
-    /// with none: the helpers that never look at it skip boxing it).
-    args: bool,
 }
 
-/// A wait that is over: the step to complete, and what it saw.
-pub(crate) struct Done {
-    pub flow: FlowKey,
-    pub strand: u32,
-    pub seq: u32,
+/// A wait that is over: who waited, and what it saw.
+pub(crate) struct Done<W> {
+    pub who: W,
     seen: Bits,
-    /// Complete the step with [`ready`](Done::ready) as its result args.
-    pub args: bool,
 }
 
-impl Done {
+impl<W> Done<W> {
     /// What the wait saw.
     pub(crate) fn ready(&self) -> Ready {
         self.seen.ready()
     }
 }
 
-/// The registry and the registered sources of one loop.
-pub(crate) struct Reactor {
+/// The registry and the registered sources of one loop; `W` says who
+/// waits.
+pub(crate) struct Reactor<W> {
     registry: mio::Registry,
-    regs: SlotMap<IoKey, Reg>,
+    regs: SlotMap<IoKey, Reg<W>>,
 }
 
 /// What a wait found when it started.
@@ -180,7 +196,7 @@ fn token(k: IoKey) -> mio::Token {
 /// completed wait for `i` uses up the readable or writable edge and any
 /// passing error ([`Bits::passing`]); closed states stay: they hold for
 /// every later wait too.
-fn take_for(r: &mut Reg) -> Option<Done> {
+fn take_for<W: Copy>(r: &mut Reg<W>) -> Option<Done<W>> {
     let w = r.waiter?;
     if !r.pending.answers(w.interest) {
         return None;
@@ -189,16 +205,10 @@ fn take_for(r: &mut Reg) -> Option<Done> {
     r.pending.0 &= !(edges(w.interest) | r.passing);
     r.passing = 0;
     r.waiter = None;
-    Some(Done {
-        flow: r.flow,
-        strand: w.strand,
-        seq: w.seq,
-        seen,
-        args: w.args,
-    })
+    Some(Done { who: w.who, seen })
 }
 
-impl Reactor {
+impl<W: Copy> Reactor<W> {
     pub(crate) fn new(registry: mio::Registry) -> Self {
         Reactor {
             registry,
@@ -211,15 +221,13 @@ impl Reactor {
         self.regs.len()
     }
 
-    /// Registers `src` for `flow` (its first wait).
+    /// Registers `src` (on its first wait).
     pub(crate) fn register<S: mio::event::Source + ?Sized>(
         &mut self,
         src: &mut S,
-        flow: FlowKey,
         interest: mio::Interest,
     ) -> std::io::Result<IoKey> {
         let k = self.regs.insert(Reg {
-            flow,
             interest,
             waiter: None,
             pending: Bits::default(),
@@ -273,29 +281,16 @@ impl Reactor {
         Ok(())
     }
 
-    /// Step `(strand, seq)` starts waiting on `k` for `interest`, to
-    /// complete with the [`Ready`] as its result args when `args`. `Err`:
-    /// another step waits on this source already.
-    pub(crate) fn begin(
-        &mut self,
-        k: IoKey,
-        strand: u32,
-        seq: u32,
-        interest: mio::Interest,
-        args: bool,
-    ) -> Result<Begin, ()> {
+    /// `who` starts waiting on `k` for `interest`. `Err`: someone waits
+    /// on this source already.
+    pub(crate) fn begin(&mut self, k: IoKey, who: W, interest: mio::Interest) -> Result<Begin, ()> {
         let Some(r) = self.regs.get_mut(k) else {
             return Err(());
         };
         if r.waiter.is_some() {
             return Err(());
         }
-        r.waiter = Some(Waiter {
-            strand,
-            seq,
-            interest,
-            args,
-        });
+        r.waiter = Some(Waiter { who, interest });
         if r.pending.answers(interest) {
             return Ok(Begin::Soon);
         }
@@ -304,19 +299,19 @@ impl Reactor {
 
     /// The turn after a `Begin::Soon`: completes the waiter with the kept
     /// readiness if it still waits.
-    pub(crate) fn poke(&mut self, k: IoKey) -> Option<Done> {
+    pub(crate) fn poke(&mut self, k: IoKey) -> Option<Done<W>> {
         take_for(self.regs.get_mut(k)?)
     }
 
-    /// True while a step waits on `k`.
+    /// True while someone waits on `k`.
     pub(crate) fn has_waiter(&self, k: IoKey) -> bool {
         self.regs.get(k).is_some_and(|r| r.waiter.is_some())
     }
 
-    /// The waiting step `(strand, seq)` ended (any way): it waits no more.
-    pub(crate) fn end_wait(&mut self, k: IoKey, strand: u32, seq: u32) {
+    /// The waiter `is_it` recognises ended (any way): it waits no more.
+    pub(crate) fn end_wait(&mut self, k: IoKey, is_it: impl FnOnce(&W) -> bool) {
         if let Some(r) = self.regs.get_mut(k) {
-            if matches!(r.waiter, Some(w) if (w.strand, w.seq) == (strand, seq)) {
+            if r.waiter.as_ref().is_some_and(|w| is_it(&w.who)) {
                 r.waiter = None;
             }
         }
@@ -336,9 +331,9 @@ impl Reactor {
         self.regs.remove(k);
     }
 
-    /// An event: the step to complete, with what it saw, or `None` (the
+    /// An event: who waited for it, with what it saw, or `None` (the
     /// readiness is kept for the next wait, or the token is stale).
-    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<Done> {
+    pub(crate) fn event(&mut self, ev: &mio::event::Event) -> Option<Done<W>> {
         let k = IoKey::from(KeyData::from_ffi(ev.token().0 as u64));
         let r = self.regs.get_mut(k)?;
         let seen = Bits::of(ev);
@@ -415,13 +410,10 @@ mod tests {
         assert!(Bits(READ_CLOSED).answers(Interest::PRIORITY));
         assert!(!Bits(PRIORITY).answers(Interest::READABLE));
         let mut reg = Reg {
-            flow: FlowKey::default(),
             interest: Interest::READABLE | Interest::PRIORITY,
             waiter: Some(Waiter {
-                strand: 0,
-                seq: 1,
+                who: (0, 1, false),
                 interest: Interest::PRIORITY,
-                args: false,
             }),
             pending: Bits(PRIORITY | READABLE),
             drained: 0,
@@ -447,20 +439,17 @@ mod tests {
     #[test]
     fn a_completed_wait_uses_up_its_edge_and_keeps_the_closed_state() {
         let mut reg = Reg {
-            flow: FlowKey::default(),
             interest: Interest::READABLE | Interest::WRITABLE,
             waiter: Some(Waiter {
-                strand: 0,
-                seq: 7,
+                who: (0, 7, true),
                 interest: Interest::READABLE,
-                args: true,
             }),
             pending: Bits(READABLE | WRITABLE | READ_CLOSED),
             drained: 0,
             passing: 0,
         };
         let done = take_for(&mut reg).expect("the kept readiness answers");
-        assert_eq!((done.seq, done.args), (7, true));
+        assert_eq!((done.who.1, done.who.2), (7, true));
         let seen = done.ready();
         assert!(seen.readable && seen.writable && seen.read_closed);
         assert_eq!(reg.pending.0, WRITABLE | READ_CLOSED);
@@ -484,13 +473,10 @@ mod tests {
         ];
         for (bits, left) in cases {
             let mut reg = Reg {
-                flow: FlowKey::default(),
                 interest: Interest::READABLE,
                 waiter: Some(Waiter {
-                    strand: 0,
-                    seq: 1,
+                    who: (0, 1, true),
                     interest: Interest::READABLE,
-                    args: true,
                 }),
                 pending: Bits(bits),
                 drained: 0,

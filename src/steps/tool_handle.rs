@@ -1,10 +1,11 @@
 //! [`ToolHandle`]: post work to a loop from any thread.
 
 use crate::args::FromArgs;
+use crate::steps::message::FlowMsg;
 use crate::steps::model::AsyncSteps;
-use crate::steps::result::{Completion, Promise};
-use crate::tool::scheduler::Scheduler;
-use crate::tool::shared::{Msg, Shared};
+use crate::steps::promise::{Completion, Promise};
+use crate::steps::scheduler::Scheduler;
+use crate::tool::{Inbox, Msg};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use std::time::Duration;
 /// ```
 #[derive(Clone)]
 pub struct ToolHandle {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) inbox: Arc<Inbox<Scheduler>>,
 }
 
 impl std::fmt::Debug for ToolHandle {
@@ -37,7 +38,7 @@ impl std::fmt::Debug for ToolHandle {
 impl ToolHandle {
     /// Runs `f` on the loop.
     pub fn call(&self, f: impl FnOnce(&mut Scheduler) + Send + 'static) {
-        self.shared.send(Msg::Call(Box::new(f)));
+        self.inbox.send(Msg::Call(Box::new(f)));
     }
 
     /// Runs `f` on the loop after `delay` (spec `deferred` on a foreign
@@ -65,24 +66,25 @@ impl ToolHandle {
 
     /// Starts a flow on the loop; unhandled errors go to its hook.
     pub fn execute(&self, root: AsyncSteps) {
-        self.shared.send(Msg::Execute(Box::new(root), None));
+        self.inbox
+            .send(FlowMsg::Execute(Box::new(root), None).into_msg());
     }
 
     /// Starts a flow on the loop and returns its result.
     pub fn promise<T: FromArgs>(&self, root: AsyncSteps) -> Promise<T> {
-        let c = Completion::new(Some(self.shared.clone()));
-        self.shared
-            .send(Msg::Execute(Box::new(root), Some(c.clone())));
+        let c = Completion::new(Some(self.inbox.clone()));
+        self.inbox
+            .send(FlowMsg::Execute(Box::new(root), Some(c.clone())).into_msg());
         Promise::new(c)
     }
 
     /// Makes a loop in [`run`](crate::AsyncTool::run) mode return.
     pub fn stop(&self) {
-        self.shared.send(Msg::Stop);
+        self.inbox.send(Msg::Stop);
     }
 
     /// True on the loop's own thread.
     pub fn is_same_thread(&self) -> bool {
-        self.shared.is_same_thread()
+        self.inbox.is_same_thread()
     }
 }

@@ -19,7 +19,8 @@
 //! never trims: its pools grow to the peak of the test.
 
 use super::Scheduler;
-use std::time::{Duration, Instant};
+use crate::tool::Trim;
+use std::time::Duration;
 
 /// Pooled flows (and tokens) a quiet loop keeps.
 const POOL_KEEP: usize = 65_536;
@@ -48,24 +49,7 @@ impl Default for PoolLimits {
     }
 }
 
-/// What a quiet turn should do about the pools (`Scheduler::trim_pools`).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Trim {
-    /// Nothing beyond the keep: sleep as long as there is nothing else.
-    Nothing,
-    /// A batch was freed and more is left: come back without sleeping.
-    More,
-    /// Come back by then to start freeing.
-    At(Instant),
-}
-
 impl Scheduler {
-    /// A turn began with work to run: the loop is not quiet.
-    #[inline]
-    pub(crate) fn busy(&mut self) {
-        self.idle_since = None;
-    }
-
     /// For a turn that began with nothing to run: frees a batch of the
     /// pool entries beyond the keep once the loop has been quiet for the
     /// decay, and says when to come back. The quiet period starts at the
@@ -78,9 +62,10 @@ impl Scheduler {
             self.idle_since = None;
             return Trim::Nothing;
         }
-        let since = *self.idle_since.get_or_insert(self.now);
+        let now = self.core.now;
+        let since = *self.idle_since.get_or_insert(now);
         let due = since.checked_add(decay).unwrap_or(since);
-        if self.now < due {
+        if now < due {
             return Trim::At(due);
         }
         for _ in 0..self.pool.len().saturating_sub(keep).min(batch) {
@@ -102,10 +87,12 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::steps::result::WaitToken;
-    use crate::tool::scheduler::FlowKey;
+    use crate::steps::external::WaitToken;
+    use crate::steps::scheduler::FlowKey;
+    use crate::tool::Engine;
     use crate::{AsyncSteps, AsyncTool, ExternalHandle};
     use std::sync::{Arc, Mutex};
+    use std::time::Instant;
 
     /// A loop whose pools hold `n` flows and `n` tokens, as after a burst
     /// of `n` flows that waited at once.
@@ -115,7 +102,7 @@ mod tests {
         let mut free = Vec::new();
         for _ in 0..n {
             s.pool.push(Box::default());
-            let t = WaitToken::acquire(&mut Vec::new(), &s.shared, FlowKey::default(), 0, 0);
+            let t = WaitToken::acquire(&mut Vec::new(), &s.core.inbox, FlowKey::default(), 0, 0);
             free.push(t);
         }
         s.tokens = free;
@@ -126,18 +113,18 @@ mod tests {
     fn a_quiet_loop_frees_the_excess_a_batch_per_turn_after_the_decay() {
         let n = POOL_KEEP + 4 * TRIM_BATCH + 100;
         let mut s = after_burst(n);
-        let t0 = s.now;
+        let t0 = s.core.now;
 
         // Quiet, but not for long enough: nothing is freed, come back later.
         assert_eq!(s.trim_pools(), Trim::At(t0 + POOL_DECAY));
-        s.now = t0 + POOL_DECAY - Duration::from_millis(1);
+        s.core.now = t0 + POOL_DECAY - Duration::from_millis(1);
         assert_eq!(s.trim_pools(), Trim::At(t0 + POOL_DECAY));
         assert_eq!((s.pool.len(), s.tokens.len()), (n, n));
 
         // Work ran: the quiet period starts again.
         s.busy();
-        assert_eq!(s.trim_pools(), Trim::At(s.now + POOL_DECAY));
-        s.now += POOL_DECAY;
+        assert_eq!(s.trim_pools(), Trim::At(s.core.now + POOL_DECAY));
+        s.core.now += POOL_DECAY;
 
         // Then one batch per turn, down to `POOL_KEEP`.
         let mut turns = 0;
@@ -162,23 +149,23 @@ mod tests {
     #[test]
     fn an_excess_taken_by_new_flows_ends_the_quiet_period() {
         let mut s = after_burst(POOL_KEEP + 10);
-        let t0 = s.now;
+        let t0 = s.core.now;
         assert_eq!(s.trim_pools(), Trim::At(t0 + POOL_DECAY));
         // New flows take pooled ones; the pools are within the keep again.
         s.pool.truncate(POOL_KEEP);
         s.tokens.truncate(POOL_KEEP);
-        s.now = t0 + POOL_DECAY;
+        s.core.now = t0 + POOL_DECAY;
         assert_eq!(s.trim_pools(), Trim::Nothing);
         assert_eq!(s.idle_since, None);
         // A new excess later waits a whole decay, not what is left of the old one.
         s.pool.push(Box::default());
-        assert_eq!(s.trim_pools(), Trim::At(s.now + POOL_DECAY));
+        assert_eq!(s.trim_pools(), Trim::At(s.core.now + POOL_DECAY));
     }
 
     #[test]
     fn pools_within_the_keep_are_left_alone() {
         let mut s = after_burst(100);
-        s.now += POOL_DECAY * 2;
+        s.core.now += POOL_DECAY * 2;
         assert_eq!(s.trim_pools(), Trim::Nothing);
         assert_eq!((s.pool.len(), s.tokens.len()), (100, 100));
         assert_eq!(s.idle_since, None);
