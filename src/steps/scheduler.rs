@@ -372,7 +372,7 @@ impl Engine for Scheduler {
         &self.core
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_message(&mut self, m: FlowMsg) {
         match m {
             FlowMsg::Execute(root, done) => {

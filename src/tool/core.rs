@@ -282,7 +282,7 @@ impl<H: Engine> Core<H> {
     }
 
     /// Runs a message taken from the inbox.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn dispatch(h: &mut H, msg: Msg<H>) {
         match msg {
             Msg::Engine(m) => h.on_message(m),
@@ -312,6 +312,7 @@ impl<H: Engine> Core<H> {
     /// keeps a chain of local hand-overs in one pass: a sync slot given to
     /// a waiter of this loop is a local message, and under contention one
     /// section's end grants the next.
+    #[inline]
     pub(crate) fn run_inbox(h: &mut H) -> usize {
         let mut d = Drain::new(&h.core_ref().inbox);
         while let Some(m) = d.next(&h.core_ref().inbox) {
@@ -339,7 +340,7 @@ impl<H: Engine> Core<H> {
 
     /// Runs the front entry of the queue; false when there is none or it
     /// was dead (then it is only dropped).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn run_front(h: &mut H) -> bool {
         Self::look_ahead(h);
         let core = h.core();
@@ -386,7 +387,7 @@ impl<H: Engine> Core<H> {
     /// alone because they are mostly warm (work that was just started or
     /// just ran), where the stages would cost about 80 instructions an
     /// entry for nothing.
-    #[inline]
+    #[inline(always)]
     fn look_ahead(h: &H) {
         let c = h.core_ref();
         let Some(t) = c.timer_at(Stage::Far as usize) else {

@@ -12,6 +12,7 @@ thread_local! {
 /// A number unique to the calling thread for the life of the process
 /// (unlike a thread-local's address, never reused by a later thread), and
 /// never 0.
+#[inline]
 pub(crate) fn thread_mark() -> usize {
     MARK.with(|m| *m)
 }
