@@ -55,7 +55,7 @@
 pub mod net;
 
 use crate::error::{Error, StepResult};
-use crate::steps::frame::{Extra, WAIT};
+use crate::steps::frame::{Resources, WAIT};
 use crate::steps::io_wait::{IoWait, IoWaiter, Registered};
 use crate::steps::step::{StackRef, Step};
 use crate::tool::{Begin, Core, IoKey, Msg, Reactor};
@@ -264,9 +264,9 @@ impl Step<'_> {
         let (sid, depth) = (self.sid, self.depth);
         let here = &self.flow.st(sid).frames[depth];
         if here
-            .extra
+            .resources
             .as_ref()
-            .and_then(|x| x.rare_ref())
+            .and_then(|x| x.special_ref())
             .is_some_and(|r| r.io.is_some())
         {
             return Err(Error::internal(
@@ -301,8 +301,8 @@ impl Step<'_> {
         }
         self.out_mut().io_wait = true;
         self.flow
-            .extra_of(&mut self.sched.extras, sid, depth)
-            .rare()
+            .resources_of(&mut self.sched.spare_resources, sid, depth)
+            .special()
             .io = Some(IoWait {
             key,
             strand: sid,
@@ -326,10 +326,10 @@ impl Step<'_> {
         let owner = self
             .flow
             .find_frame(self.sid, source.seq)
-            .and_then(|f| f.extra.as_deref_mut())
+            .and_then(|f| f.resources.as_deref_mut())
             .ok_or_else(ended)?;
-        let Extra { stack, rare, .. } = owner;
-        let sources = &mut rare.get_or_insert_with(Default::default).sources;
+        let Resources { stack, special, .. } = owner;
+        let sources = &mut special.get_or_insert_with(Default::default).sources;
         let src = stack
             .get_mut(source.idx as usize)
             .and_then(|b| (**b).downcast_mut::<S>())
@@ -437,13 +437,13 @@ impl Step<'_> {
         let Some(owner) = self
             .flow
             .find_frame(self.sid, source.seq)
-            .and_then(|f| f.extra.as_deref_mut())
+            .and_then(|f| f.resources.as_deref_mut())
         else {
             return Ok(());
         };
-        let Extra { stack, rare, .. } = owner;
-        // No `Rare` part: nothing was ever registered from this frame.
-        let Some(sources) = rare.as_deref_mut().map(|r| &mut r.sources) else {
+        let Resources { stack, special, .. } = owner;
+        // No `Special` part: nothing was ever registered from this frame.
+        let Some(sources) = special.as_deref_mut().map(|r| &mut r.sources) else {
             return Ok(());
         };
         if let Some(pos) = sources.iter().position(|r| r.idx == source.idx) {
@@ -471,9 +471,9 @@ impl Step<'_> {
         let owner = self
             .flow
             .find_frame(self.sid, source.seq)?
-            .extra
+            .resources
             .as_deref()?
-            .rare_ref()?;
+            .special_ref()?;
         owner
             .sources
             .iter()

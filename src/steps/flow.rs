@@ -6,7 +6,7 @@ use crate::error::{codes, Error};
 use crate::state::State;
 use crate::steps::def::{Exec, StepDef};
 use crate::steps::frame::{
-    Act, Extra, Frame, Kind, LoopState, ParState, Queued, Strand, HANDLED, WAIT,
+    Act, Frame, Kind, LoopState, ParState, Queued, Resources, Strand, HANDLED, WAIT,
 };
 use crate::steps::future_wake::FutureWake;
 use crate::steps::promise::Completion;
@@ -69,11 +69,13 @@ fn call_result(
     }
 }
 
-/// Strands other than the main one, and the queue of strands ready to run:
-/// needed only by parallel steps and by flows that yield, so allocated on
-/// first use and kept with the pooled flow.
+/// A flow's branching: the strands other than the main one (parallel
+/// branches) and the queue of strands ready to run. Needed only by
+/// parallel steps and by flows that yield, so allocated on first use and
+/// kept with the pooled flow; the few other parts a plain flow never needs
+/// live here too (`done`, `seq_end`).
 #[derive(Default)]
-pub(crate) struct Side {
+pub(crate) struct Branching {
     /// Branch strands; strand id `n` is `branches[n - 1]`.
     branches: Vec<Strand>,
     free: Vec<u32>,
@@ -92,7 +94,7 @@ pub(crate) struct Side {
     seq_end: u32,
 }
 
-impl Side {
+impl Branching {
     fn ticket(&self, sid: u32) -> u32 {
         self.tickets.get(sid as usize).copied().unwrap_or(0)
     }
@@ -111,12 +113,12 @@ impl Side {
 pub(crate) struct Flow {
     pub key: FlowKey,
     main: Strand,
-    side: Option<Box<Side>>,
+    branching: Option<Box<Branching>>,
     pub state: State,
     /// The seq of the newest frame ([`next_seq`](Self::next_seq)).
     pub seq: u32,
     /// The seqs have wrapped: `next_seq` takes its slow path, which keeps
-    /// its bound in `Side::seq_end`.
+    /// its bound in `Branching::seq_end`.
     wrapped: bool,
     /// The main strand has not run yet.
     start: bool,
@@ -132,7 +134,7 @@ impl Flow {
     pub(crate) fn take_holds(&mut self) -> Vec<crate::steps::hold::Hold> {
         fn take(st: &mut Strand, out: &mut Vec<crate::steps::hold::Hold>) {
             for f in &mut st.frames {
-                if let Some(r) = f.extra.as_mut().and_then(|x| x.rare_mut()) {
+                if let Some(r) = f.resources.as_mut().and_then(|x| x.special_mut()) {
                     out.extend(r.in_place.take().map(|(h, _)| h));
                     out.extend(r.holds.drain(..));
                 }
@@ -140,8 +142,8 @@ impl Flow {
         }
         let mut out = Vec::new();
         take(&mut self.main, &mut out);
-        if let Some(side) = &mut self.side {
-            for b in &mut side.branches {
+        if let Some(br) = &mut self.branching {
+            for b in &mut br.branches {
                 take(b, &mut out);
             }
         }
@@ -189,7 +191,7 @@ impl Flow {
     #[inline]
     pub(crate) fn set_done(&mut self, done: Option<Arc<Completion>>) {
         if done.is_some() {
-            self.side().done = done;
+            self.branching().done = done;
         }
     }
 
@@ -212,12 +214,12 @@ impl Flow {
         m.live = false;
         m.fresh = false;
         m.gen = m.gen.wrapping_add(1);
-        if let Some(side) = &mut self.side {
-            side.branches.clear();
-            side.free.clear();
-            side.ready.clear();
-            side.done = None;
-            side.seq_end = 0;
+        if let Some(br) = &mut self.branching {
+            br.branches.clear();
+            br.free.clear();
+            br.ready.clear();
+            br.done = None;
+            br.seq_end = 0;
         }
         self.seq = 0;
         self.wrapped = false;
@@ -240,7 +242,7 @@ impl Flow {
         if self.main.live || !self.main.frames.is_empty() {
             self.cancel_strand(sched, 0);
         }
-        let n = self.side.as_ref().map_or(0, |s| s.branches.len());
+        let n = self.branching.as_ref().map_or(0, |s| s.branches.len());
         for b in 1..=n as u32 {
             if !self.st(b).frames.is_empty() {
                 self.cancel_strand(sched, b);
@@ -254,19 +256,19 @@ impl Flow {
     }
 
     pub(crate) fn has_ready(&self) -> bool {
-        self.start || self.side.as_ref().is_some_and(|s| !s.ready.is_empty())
+        self.start || self.branching.as_ref().is_some_and(|s| !s.ready.is_empty())
     }
 
     /// Who waits for the result.
     pub(crate) fn take_done(&mut self) -> Option<Arc<Completion>> {
-        self.side.as_mut()?.done.take()
+        self.branching.as_mut()?.done.take()
     }
 
     #[inline]
     pub(crate) fn st(&mut self, sid: u32) -> &mut Strand {
         match sid {
             0 => &mut self.main,
-            n => &mut self.side.as_mut().expect("branch strand").branches[n as usize - 1],
+            n => &mut self.branching.as_mut().expect("branch strand").branches[n as usize - 1],
         }
     }
 
@@ -274,20 +276,20 @@ impl Flow {
     pub(crate) fn st_get(&self, sid: u32) -> Option<&Strand> {
         match sid {
             0 => Some(&self.main),
-            n => self.side.as_ref()?.branches.get(n as usize - 1),
+            n => self.branching.as_ref()?.branches.get(n as usize - 1),
         }
     }
 
-    fn side(&mut self) -> &mut Side {
-        self.side.get_or_insert_with(Default::default)
+    fn branching(&mut self) -> &mut Branching {
+        self.branching.get_or_insert_with(Default::default)
     }
 
     /// Queues strand `sid` at the back of the ready queue.
     fn push_ready(&mut self, sid: u32, act: Queued) {
         let gen = self.st(sid).gen;
-        let side = self.side();
-        let mark = (gen, side.ticket(sid));
-        side.ready.push_back((sid, mark, act));
+        let br = self.branching();
+        let mark = (gen, br.ticket(sid));
+        br.ready.push_back((sid, mark, act));
     }
 
     /// Runs until every strand waits, the flow ends, or the burst is spent.
@@ -336,8 +338,8 @@ impl Flow {
                     // entry carries the old ticket and is skipped when
                     // popped (a scan here made a storm of timeouts
                     // quadratic in the number of parked branches).
-                    if let Some(side) = &mut self.side {
-                        side.bump_ticket(strand);
+                    if let Some(br) = &mut self.branching {
+                        br.bump_ticket(strand);
                     }
                 }
                 act.map(|a| (strand, a))
@@ -358,7 +360,7 @@ impl Flow {
         if let Some((sid, act)) = first {
             // Resuming may already have spent the budget: a frame ended on
             // the way handed a sync slot to a waiter of this loop (see
-            // `Scheduler::recycle_extra`), which then goes first.
+            // `Scheduler::recycle_resources`), which then goes first.
             let r = if sched.budget == 0 && matches!(act, Act::Next) {
                 self.pause(sched, sid, act)
             } else {
@@ -369,11 +371,11 @@ impl Flow {
             }
         }
         while sched.budget > 0 {
-            let Some((sid, mark, act)) = self.side.as_mut().and_then(|s| s.ready.pop_front())
+            let Some((sid, mark, act)) = self.branching.as_mut().and_then(|s| s.ready.pop_front())
             else {
                 break;
             };
-            let ticket = self.side.as_ref().map_or(0, |s| s.ticket(sid));
+            let ticket = self.branching.as_ref().map_or(0, |s| s.ticket(sid));
             match self.st_get(sid) {
                 Some(st) if st.live && (st.gen, ticket) == mark => {}
                 _ => continue,
@@ -497,13 +499,13 @@ impl Flow {
     fn next_seq_wrapped(&mut self) -> u32 {
         if let Some(s) = self.seq.checked_add(1) {
             // `seq_end` 0 (nothing reserved) wraps to the largest u32.
-            if self.wrapped && s <= self.side().seq_end.wrapping_sub(1) {
+            if self.wrapped && s <= self.branching().seq_end.wrapping_sub(1) {
                 return s;
             }
         }
         let mut live: Vec<u32> = self.main.frames.iter().map(|f| f.seq).collect();
-        if let Some(side) = &self.side {
-            for b in side.branches.iter().filter(|b| b.live) {
+        if let Some(br) = &self.branching {
+            for b in br.branches.iter().filter(|b| b.live) {
                 live.extend(b.frames.iter().map(|f| f.seq));
             }
         }
@@ -513,7 +515,7 @@ impl Flow {
             s = s.checked_add(1).unwrap_or(1);
         }
         let i = live.partition_point(|&x| x <= s);
-        self.side().seq_end = live.get(i).copied().unwrap_or(0);
+        self.branching().seq_end = live.get(i).copied().unwrap_or(0);
         self.wrapped = true;
         s
     }
@@ -542,7 +544,7 @@ impl Flow {
             name,
             wait: None,
             timer: None,
-            extra: None,
+            resources: None,
         });
     }
 
@@ -587,7 +589,7 @@ impl Flow {
                 }
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.extra_in(&mut sched.extras).rare().par = Some(ParState {
+                f.resources_in(&mut sched.spare_resources).special().par = Some(ParState {
                     remaining: ids.len() as u32,
                     branches: ids,
                 });
@@ -596,7 +598,10 @@ impl Flow {
             Exec::Loop(b, name) => {
                 self.push_frame(sid, catch, name, Kind::Loop);
                 let (iter, label) = *b;
-                self.top(sid).extra_in(&mut sched.extras).rare().lp = Some(LoopState {
+                self.top(sid)
+                    .resources_in(&mut sched.spare_resources)
+                    .special()
+                    .lp = Some(LoopState {
                     iter: Some(iter),
                     label,
                 });
@@ -606,7 +611,7 @@ impl Flow {
                 self.push_frame(sid, catch, name, Kind::Await);
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.extra_in(&mut sched.extras).rare().fut = Some((fut, None));
+                f.resources_in(&mut sched.spare_resources).special().fut = Some((fut, None));
                 self.poll_future(sched, sid)
             }
         }
@@ -621,7 +626,7 @@ impl Flow {
         let shared = sched.core.inbox.clone();
         let f = self.top(sid);
         let seq = f.seq;
-        let (fut, wake) = f.extra.as_mut()?.rare_mut()?.fut.as_mut()?;
+        let (fut, wake) = f.resources.as_mut()?.special_mut()?.fut.as_mut()?;
         let wake = wake.get_or_insert_with(|| FutureWake::new(shared, key, sid, seq));
         wake.rearm();
         let waker = Waker::from(wake.clone());
@@ -757,15 +762,15 @@ impl Flow {
         }
     }
 
-    /// The `Extra` of frame `depth` of strand `sid`, from the loop's pool
+    /// The `Resources` of frame `depth` of strand `sid`, from the loop's pool
     /// on first use.
     #[allow(clippy::vec_box)] // the pool moves boxes in and out whole
-    pub(crate) fn extra_of(
+    pub(crate) fn resources_of(
         &mut self,
-        pool: &mut Vec<Box<Extra>>,
+        pool: &mut Vec<Box<Resources>>,
         sid: u32,
         depth: usize,
-    ) -> &mut Extra {
-        self.st(sid).frames[depth].extra_in(pool)
+    ) -> &mut Resources {
+        self.st(sid).frames[depth].resources_in(pool)
     }
 }

@@ -25,9 +25,9 @@ pub(crate) const WAIT: u8 = 1;
 /// The error handler of this frame has been taken (it never runs twice).
 pub(crate) const HANDLED: u8 = 2;
 /// A `sync` step that runs its critical section in place (see
-/// `Rare::in_place`).
+/// `Special::in_place`).
 pub(crate) const IN_PLACE: u8 = 4;
-/// The step took a stake in a sync object (`Rare::holds`; set by
+/// The step took a stake in a sync object (`Special::holds`; set by
 /// `Step::add_hold`, and kept while the frame lives, even once its
 /// waiting holds are dropped before its error handler runs). With
 /// `IN_PLACE`, it marks every frame that may hold a sync object, so a walk
@@ -39,33 +39,37 @@ pub(crate) const MAY_HOLD: u8 = IN_PLACE | HOLDS;
 /// A step's cancel callback; it gets the loop (see `Step::set_cancel_sched`).
 pub(crate) type CancelFn = Box<dyn FnOnce(&mut crate::steps::scheduler::Scheduler)>;
 
-/// Per-step data most steps never need, allocated on first use (from the
-/// loop's pool). Kept small, so a step with a cancel callback or a
-/// `stack()` value costs little; the rest sits in `Rare`. (A step's
-/// timeout is in its `Frame`: setting one needs no `Extra`.)
+/// What a step owns while it runs, released when it ends: its cancel
+/// callback, its `stack()` values, and what special steps keep
+/// ([`Special`]). Most steps never need any: allocated on first use (from
+/// the loop's pool). Kept small, so a step with a cancel callback or a
+/// `stack()` value costs little. (A step's timeout is in its `Frame`:
+/// setting one needs no `Resources`.)
 #[derive(Default)]
-pub(crate) struct Extra {
+pub(crate) struct Resources {
     pub cancel: Option<CancelFn>,
     pub stack: Vec<Box<dyn Any>>,
-    /// Allocated on first use; kept with the `Extra` when it is recycled.
-    pub rare: Option<Box<Rare>>,
+    /// Allocated on first use; kept with the `Resources` when it is recycled.
+    pub special: Option<Box<Special>>,
 }
 
-/// Dropped outside [`Extra::reset`] (a frame dropped whole, as when a
+/// Dropped outside [`Resources::reset`] (a frame dropped whole, as when a
 /// strand or a flow goes): emptied by `reset` first, which drops the user
 /// values one at a time, so two panicking values, or one while the thread
 /// unwinds, do not abort the process. What is left runs no user code.
-impl Drop for Extra {
+impl Drop for Resources {
     fn drop(&mut self) {
-        if self.cancel.is_some() || !self.stack.is_empty() || self.rare.is_some() {
+        if self.cancel.is_some() || !self.stack.is_empty() || self.special.is_some() {
             self.reset(|| 0);
         }
     }
 }
 
-/// What only sync, I/O, loop, parallel and await steps need.
+/// The resources only special steps keep: sync holds, an I/O wait and
+/// registered sources, a loop's or a parallel step's state, an awaited
+/// future.
 #[derive(Default)]
-pub(crate) struct Rare {
+pub(crate) struct Special {
     /// A `sync` step's stakes in sync objects (usually one; an `ISync`
     /// that takes several objects in one step gets one each). Released
     /// when the frame goes, however it goes.
@@ -112,30 +116,30 @@ pub(crate) struct Frame {
     pub name: NameFn,
     pub wait: Option<Arc<WaitToken>>,
     /// The step's timeout (`set_timeout`), kept in the frame itself: a
-    /// step that only sets a timeout needs no `Extra`.
+    /// step that only sets a timeout needs no `Resources`.
     pub timer: Option<TaskKey>,
-    pub extra: Option<Box<Extra>>,
+    pub resources: Option<Box<Resources>>,
 }
 
 impl Frame {
-    /// Nothing but a level: no flag, wait token, timer or `Extra`. Such a
+    /// Nothing but a level: no flag, wait token, timer or `Resources`. Such a
     /// frame can serve a loop's next iteration as a new one would (see
     /// `Step::recycle` and the sub-step path of `Flow::iterate`).
     #[inline]
     pub(crate) fn is_plain(&self) -> bool {
-        self.flags == 0 && self.extra.is_none() && self.wait.is_none() && self.timer.is_none()
+        self.flags == 0 && self.resources.is_none() && self.wait.is_none() && self.timer.is_none()
     }
 
-    /// The `Rare` part of a frame that may keep sync holds (in
-    /// `Rare::holds` and, for a section run in place, `Rare::in_place`;
-    /// see [`Rare::all_holds`]). Frames never flagged as holding one are
-    /// skipped without looking into their `Extra`.
+    /// The `Special` part of a frame that may keep sync holds (in
+    /// `Special::holds` and, for a section run in place, `Special::in_place`;
+    /// see [`Special::all_holds`]). Frames never flagged as holding one are
+    /// skipped without looking into their `Resources`.
     #[inline]
-    pub(crate) fn hold_part(&self) -> Option<&Rare> {
+    pub(crate) fn hold_part(&self) -> Option<&Special> {
         if self.flags & MAY_HOLD == 0 {
             return None;
         }
-        self.extra.as_deref()?.rare_ref()
+        self.resources.as_deref()?.special_ref()
     }
 
     /// Drops the sync stakes not admitted (yet) of a frame that lives on
@@ -148,22 +152,22 @@ impl Frame {
             self.flags & IN_PLACE == 0,
             "an in-place section's frame has no handler"
         );
-        if let Some(r) = self.extra.as_deref_mut().and_then(|x| x.rare_mut()) {
+        if let Some(r) = self.resources.as_deref_mut().and_then(|x| x.special_mut()) {
             r.holds.retain(|h| h.is_held());
         }
     }
 
-    /// This frame's `Extra`, taken from `pool` (the loop's recycled ones)
+    /// This frame's `Resources`, taken from `pool` (the loop's recycled ones)
     /// on first use.
     #[inline]
     #[allow(clippy::vec_box)] // the pool moves boxes in and out whole
-    pub(crate) fn extra_in(&mut self, pool: &mut Vec<Box<Extra>>) -> &mut Extra {
-        self.extra
+    pub(crate) fn resources_in(&mut self, pool: &mut Vec<Box<Resources>>) -> &mut Resources {
+        self.resources
             .get_or_insert_with(|| pool.pop().unwrap_or_default())
     }
 }
 
-impl Rare {
+impl Special {
     /// Every stake of the frame in sync objects (see `sync::Hold`).
     #[inline]
     pub(crate) fn all_holds(&self) -> impl Iterator<Item = &crate::steps::hold::Hold> {
@@ -173,22 +177,22 @@ impl Rare {
     }
 }
 
-impl Extra {
+impl Resources {
     /// The rarely used part, allocated on first use.
-    pub(crate) fn rare(&mut self) -> &mut Rare {
-        self.rare.get_or_insert_with(Default::default)
+    pub(crate) fn special(&mut self) -> &mut Special {
+        self.special.get_or_insert_with(Default::default)
     }
 
     /// The rarely used part, if it was ever allocated.
     #[inline]
-    pub(crate) fn rare_mut(&mut self) -> Option<&mut Rare> {
-        self.rare.as_deref_mut()
+    pub(crate) fn special_mut(&mut self) -> Option<&mut Special> {
+        self.special.as_deref_mut()
     }
 
     /// The rarely used part, if it was ever allocated.
     #[inline]
-    pub(crate) fn rare_ref(&self) -> Option<&Rare> {
-        self.rare.as_deref()
+    pub(crate) fn special_ref(&self) -> Option<&Special> {
+        self.special.as_deref()
     }
 
     /// Empties it for reuse, dropping what it holds in field order (as
@@ -211,20 +215,20 @@ impl Extra {
         if self.stack.capacity() > STACK_KEEP {
             self.stack = Vec::new();
         }
-        let granted = self.reset_rare(&mut local_len, &mut first);
+        let granted = self.reset_special(&mut local_len, &mut first);
         rethrow(first);
         granted
     }
 
-    /// The `Rare` part of [`reset`](Self::reset); a panicking user `Drop`
+    /// The `Special` part of [`reset`](Self::reset); a panicking user `Drop`
     /// (a loop's items, an awaited future) is kept in `first`.
-    fn reset_rare(
+    fn reset_special(
         &mut self,
         local_len: &mut impl FnMut() -> usize,
         first: &mut Option<Payload>,
     ) -> bool {
         let mut granted = false;
-        if let Some(r) = self.rare.as_deref_mut() {
+        if let Some(r) = self.special.as_deref_mut() {
             // Each part is tested first: most are empty, and a test is
             // cheaper than a call into the part's drop glue.
             if !r.holds.is_empty() || r.in_place.is_some() {
@@ -258,7 +262,7 @@ impl Extra {
     }
 }
 
-/// A recycled `Extra` keeps its `stack()` buffer up to this many slots.
+/// A recycled `Resources` keeps its `stack()` buffer up to this many slots.
 const STACK_KEEP: usize = 8;
 
 /// A sequential line of execution. Sub-steps of all its levels share one

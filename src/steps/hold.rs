@@ -114,13 +114,13 @@ pub(crate) fn adopt_section(sched: &mut Scheduler, flow: &mut Flow, sid: u32) {
     } else {
         IN_PLACE
     };
-    let rare = f.extra_in(&mut sched.extras).rare();
-    rare.in_place = Some(held);
+    let special = f.resources_in(&mut sched.spare_resources).special();
+    special.in_place = Some(held);
     if let Some((hold, via)) = inner {
         // Given back before `in_place`, as the frame ends; on
         // `async_stack`, `via` comes between the step and the section, as
         // on the general path.
-        rare.holds.push(hold);
-        rare.in_place_via = Some(via);
+        special.holds.push(hold);
+        special.in_place_via = Some(via);
     }
 }

@@ -9,7 +9,7 @@ use crate::steps::def::{NameFn, StepDef};
 use crate::steps::external::WaitToken;
 use crate::steps::flow::{Flow, Resume};
 use crate::steps::flow_handle::FlowHandle;
-use crate::steps::frame::Extra;
+use crate::steps::frame::Resources;
 use crate::steps::hold::Hold;
 use crate::steps::io_wait::IoWaiter;
 use crate::steps::message::FlowMsg;
@@ -37,9 +37,9 @@ new_key_type! {
 /// Steps a flow may run before it yields the loop to other work.
 pub(crate) const BURST: u32 = 1024;
 
-/// At most this many emptied `Extra`s are kept for reuse per loop (a few
+/// At most this many emptied `Resources`s are kept for reuse per loop (a few
 /// hundred bytes each).
-const EXTRA_POOL_MAX: usize = 1024;
+const RESOURCES_POOL_MAX: usize = 1024;
 
 /// A step's timeout, as a timer of the loop core carries it.
 #[derive(Clone, Copy)]
@@ -113,10 +113,10 @@ pub struct Scheduler {
     /// keep (`None` outside one); see `trim_pools`.
     idle_since: Option<Instant>,
     pub(crate) pool_limits: pools::PoolLimits,
-    /// Emptied `Extra`s of ended frames, ready for reuse (at most
-    /// `EXTRA_POOL_MAX`).
+    /// Emptied `Resources`s of ended frames, ready for reuse (at most
+    /// `RESOURCES_POOL_MAX`).
     #[allow(clippy::vec_box)]
-    pub(crate) extras: Vec<Box<Extra>>,
+    pub(crate) spare_resources: Vec<Box<Resources>>,
     /// Closed wait tokens no handle refers to, ready for reuse.
     pub(crate) tokens: Vec<Arc<WaitToken>>,
     /// Error-record storage of flows that never set a state key (see
@@ -155,7 +155,7 @@ impl Scheduler {
             peak_flows: 0,
             idle_since: None,
             pool_limits: pools::PoolLimits::default(),
-            extras: Vec::new(),
+            spare_resources: Vec::new(),
             tokens: Vec::new(),
             states: Default::default(),
             steps: 0,
@@ -321,7 +321,7 @@ impl Scheduler {
         }
     }
 
-    /// Empties the `Extra` of an ended frame and keeps it for the next
+    /// Empties the `Resources` of an ended frame and keeps it for the next
     /// frame that needs one. What it holds is dropped here (a panicking
     /// `Drop` goes to the caller, like dropping the frame would).
     ///
@@ -332,13 +332,13 @@ impl Scheduler {
     /// holder of the slot does. Under contention from two loops that
     /// delay sat on the lock's critical path at every local handover.
     #[inline]
-    pub(crate) fn recycle_extra(&mut self, mut x: Box<Extra>) {
+    pub(crate) fn recycle_resources(&mut self, mut x: Box<Resources>) {
         let inbox = &self.core.inbox;
         if x.reset(|| inbox.local_len()) {
             self.budget = 0;
         }
-        if self.extras.len() < EXTRA_POOL_MAX {
-            self.extras.push(x);
+        if self.spare_resources.len() < RESOURCES_POOL_MAX {
+            self.spare_resources.push(x);
         }
     }
 

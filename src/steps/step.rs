@@ -346,7 +346,10 @@ impl<'a> Step<'a> {
         self.frame_here();
         let f = &mut self.flow.st(self.sid).frames[self.depth];
         f.flags |= crate::steps::frame::HOLDS;
-        f.extra_in(&mut self.sched.extras).rare().holds.push(h);
+        f.resources_in(&mut self.sched.spare_resources)
+            .special()
+            .holds
+            .push(h);
     }
 
     /// True when this very step already has a stake in object `id` that is
@@ -355,8 +358,8 @@ impl<'a> Step<'a> {
         self.flow
             .st_get(self.sid)
             .and_then(|st| st.frames.get(self.depth))
-            .and_then(|f| f.extra.as_deref())
-            .and_then(|x| x.rare_ref())
+            .and_then(|f| f.resources.as_deref())
+            .and_then(|x| x.special_ref())
             .is_some_and(|r| r.holds.iter().any(|h| h.id == id && !h.is_held()))
     }
 
@@ -365,9 +368,9 @@ impl<'a> Step<'a> {
     pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut crate::steps::hold::Hold> {
         let d = self.depth.checked_sub(1)?;
         self.flow.st(self.sid).frames[d]
-            .extra
+            .resources
             .as_mut()?
-            .rare_mut()?
+            .special_mut()?
             .holds
             .iter_mut()
             .find(|h| h.id == id)
@@ -620,7 +623,7 @@ impl<'a> Step<'a> {
             return;
         }
         self.flow
-            .extra_of(&mut self.sched.extras, self.sid, self.depth)
+            .resources_of(&mut self.sched.spare_resources, self.sid, self.depth)
             .cancel = Some(Box::new(on_cancel));
     }
 
@@ -703,7 +706,7 @@ impl<'a> Step<'a> {
         let flow = self.flow.key;
         let x = self
             .flow
-            .extra_of(&mut self.sched.extras, self.sid, self.depth);
+            .resources_of(&mut self.sched.spare_resources, self.sid, self.depth);
         x.stack.push(Box::new(value));
         StackRef {
             tool: self.sched.core.inbox.id,
@@ -730,7 +733,7 @@ impl<'a> Step<'a> {
         }
         self.flow
             .find_frame(self.sid, r.seq)
-            .and_then(|f| f.extra.as_mut())
+            .and_then(|f| f.resources.as_mut())
             .and_then(|x| x.stack.get_mut(r.idx as usize))
             .and_then(|b| (**b).downcast_mut::<T>())
             .ok_or_else(|| {

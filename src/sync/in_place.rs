@@ -43,7 +43,7 @@
 //! - `async_stack` names the section after the step (frame flag
 //!   `IN_PLACE`);
 //! - the section's holds, `stack()` values, cancel callback and timer end
-//!   before the lock is released (`Rare::in_place` comes last), and so do
+//!   before the lock is released (`Special::in_place` comes last), and so do
 //!   the incoming args a section left unread;
 //! - a flow whose step budget runs out with this step takes the general
 //!   path, where the section runs in the flow's next turn; so does a
@@ -221,7 +221,7 @@ where
         // frame. Giving the lock back grants no waiter on this loop (the
         // lock was free with nobody queued, and nothing else of this loop
         // has run since), so the flow need not yield for one, unlike at
-        // the end of a frame (`Scheduler::recycle_extra`).
+        // the end of a frame (`Scheduler::recycle_resources`).
         if !s.out_mut().succeeded {
             s.sched.clear_args();
         }

@@ -2,7 +2,7 @@
 //! the waker it guards: the `sleeping` and `closed` flags and the SeqCst
 //! fences that pair them with the queue.
 //!
-//! [`Shared`](super::shared::Shared) plugs in crossbeam's `Injector` and
+//! [`Inbox`](super::inbox::Inbox) plugs in crossbeam's `Injector` and
 //! mio's `Waker`. The rules:
 //!
 //! - **Sleep** (loop thread, [`Handshake::prepare_sleep`]): store how it
@@ -379,7 +379,7 @@ mod loom_tests {
         }
     }
 
-    /// One loop's shared side, as [`Shared`](super::super::shared::Shared)
+    /// One loop's shared side, as [`Inbox`](super::super::inbox::Inbox)
     /// wires it: the same calls in the same order.
     struct Loop {
         hs: Handshake,
@@ -400,7 +400,7 @@ mod loom_tests {
             })
         }
 
-        /// The wake of `Shared::wake_as`: only the one `how` names, so a
+        /// The wake of `Inbox::wake_as`: only the one `how` names, so a
         /// loop woken the wrong way stays asleep (and loom reports it).
         fn wake_as(&self, how: Sleep) {
             match how {
@@ -409,7 +409,7 @@ mod loom_tests {
             }
         }
 
-        /// `Shared::send` from another thread; returns the messages this
+        /// `Inbox::send` from another thread; returns the messages this
         /// producer settled itself (the loop was closed).
         fn send(&self, m: u32) -> Vec<u32> {
             self.inbox.push(m);
@@ -420,7 +420,7 @@ mod loom_tests {
             settled
         }
 
-        /// `Shared::drain_inbox`.
+        /// `Inbox::drain_inbox`.
         fn drain(&self, into: &mut Vec<u32>) {
             while let Some(m) = self.inbox.steal() {
                 into.push(m);
@@ -630,7 +630,7 @@ mod loom_tests {
     }
 
     /// Close vs send: producers send while the loop takes what it finds
-    /// (`handled_first`) and then closes (`Shared::close`: publish
+    /// (`handled_first`) and then closes (`Inbox::close`: publish
     /// `closed`, fence, drain). Every message is settled exactly once:
     /// handled by the loop, drained by its close, or drained by a producer
     /// that saw `closed`; none is left in the queue.

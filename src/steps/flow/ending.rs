@@ -26,9 +26,9 @@ impl Flow {
         if st.queue.len() > f.seg as usize {
             st.queue.truncate(f.seg as usize);
         }
-        // A plain frame (no wait token, nothing in `Extra`) has no activity
+        // A plain frame (no wait token, nothing in `Resources`) has no activity
         // to end: the common case stays inline.
-        if f.wait.is_some() || f.timer.is_some() || f.extra.is_some() {
+        if f.wait.is_some() || f.timer.is_some() || f.resources.is_some() {
             self.end_popped(sched, f, cancel);
         } else {
             // Every field is named (a new one must be looked at here): of
@@ -44,18 +44,18 @@ impl Flow {
                 name: _,
                 wait,
                 timer: _,
-                extra,
+                resources,
             } = f;
             drop(catch);
-            std::mem::forget((wait, extra));
+            std::mem::forget((wait, resources));
         }
     }
 
-    /// Ends a popped frame that has a wait token, a timer or an `Extra`.
+    /// Ends a popped frame that has a wait token, a timer or an `Resources`.
     fn end_popped(&mut self, sched: &mut Scheduler, mut f: Frame, cancel: bool) {
         self.end_frame(sched, &mut f, cancel);
-        if let Some(x) = f.extra.take() {
-            sched.recycle_extra(x);
+        if let Some(x) = f.resources.take() {
+            sched.recycle_resources(x);
         }
     }
 
@@ -75,19 +75,19 @@ impl Flow {
         if let Some(t) = f.timer.take() {
             sched.cancel_task(t);
         }
-        let Some(x) = f.extra.as_mut() else {
+        let Some(x) = f.resources.as_mut() else {
             return;
         };
-        if let (Some(io), Some(rare)) = (sched.core.io.as_mut(), x.rare.as_deref_mut()) {
-            if let Some(w) = rare.io.take() {
+        if let (Some(io), Some(special)) = (sched.core.io.as_mut(), x.special.as_deref_mut()) {
+            if let Some(w) = special.io.take() {
                 io.end_wait(w.key, |who| (who.strand, who.seq) == (w.strand, w.seq));
             }
-            if !rare.sources.is_empty() {
-                deregister_sources(io, rare, &mut x.stack);
+            if !special.sources.is_empty() {
+                deregister_sources(io, special, &mut x.stack);
             }
         }
         if cancel {
-            if let Some(par) = x.rare_mut().and_then(|r| r.par.take()) {
+            if let Some(par) = x.special_mut().and_then(|r| r.par.take()) {
                 for (b, g) in par.branches {
                     let st = self.st(b);
                     if st.live && st.gen == g {
@@ -95,9 +95,9 @@ impl Flow {
                     }
                 }
             }
-            let x = f.extra.as_mut().expect("checked");
+            let x = f.resources.as_mut().expect("checked");
             // Cancelling an awaiting step drops its future (spec 1.13).
-            if let Some(r) = x.rare_mut() {
+            if let Some(r) = x.special_mut() {
                 r.fut = None;
             }
             if let Some(c) = x.cancel.take() {
@@ -111,7 +111,7 @@ impl Flow {
                     ))));
                 }
             }
-        } else if let Some(x) = f.extra.as_mut() {
+        } else if let Some(x) = f.resources.as_mut() {
             // The step's activity ended without a cancel: its callback is
             // never to run later.
             x.cancel = None;
@@ -119,12 +119,12 @@ impl Flow {
     }
 
     pub(super) fn new_strand(&mut self, parent: u32, pseq: u32) -> u32 {
-        let side = self.side();
-        let id = match side.free.pop() {
+        let br = self.branching();
+        let id = match br.free.pop() {
             Some(id) => id,
             None => {
-                side.branches.push(Strand::default());
-                side.branches.len() as u32
+                br.branches.push(Strand::default());
+                br.branches.len() as u32
             }
         };
         let st = self.st(id);
@@ -149,7 +149,7 @@ impl Flow {
         }
         st.parent = (0, 0);
         if sid != 0 {
-            self.side().free.push(sid);
+            self.branching().free.push(sid);
         }
     }
 
@@ -196,9 +196,9 @@ impl Flow {
         let pst = self.st(psid);
         let pf = pst.frames.last_mut().filter(|f| f.seq == pseq)?;
         let par = pf
-            .extra
+            .resources
             .as_mut()
-            .and_then(|x| x.rare_mut())
+            .and_then(|x| x.special_mut())
             .and_then(|r| r.par.as_mut())?;
         match res {
             Ok(_) => {
@@ -231,11 +231,11 @@ impl Flow {
 #[inline(never)]
 fn deregister_sources(
     io: &mut Reactor<IoWaiter>,
-    rare: &mut crate::steps::frame::Rare,
+    special: &mut crate::steps::frame::Special,
     stack: &mut [Box<dyn std::any::Any>],
 ) {
     let mut first = None;
-    for r in std::mem::take(&mut rare.sources) {
+    for r in std::mem::take(&mut special.sources) {
         match stack.get_mut(r.idx as usize) {
             Some(v) => call_caught(|| (r.deregister)(&mut **v, io, r.key), &mut first),
             None => io.forget(r.key),

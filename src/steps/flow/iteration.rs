@@ -105,9 +105,9 @@ impl Flow {
 
     /// The loop state of a loop frame.
     fn loop_state(f: &mut Frame) -> Option<&mut LoopState> {
-        f.extra
+        f.resources
             .as_mut()
-            .and_then(|x| x.rare_mut())
+            .and_then(|x| x.special_mut())
             .and_then(|r| r.lp.as_mut())
     }
 
@@ -132,7 +132,7 @@ impl Flow {
     }
 
     /// After the sub-step of iteration frame `depth` went on: when nothing
-    /// more is queued in that frame and it is plain (no wait, timer, `Extra`
+    /// more is queued in that frame and it is plain (no wait, timer, `Resources`
     /// or flag), renews it for the next iteration, as popping it and
     /// pushing the next iteration's frame would (a fresh seq, the next
     /// step counted; the args register is left as popping leaves it).

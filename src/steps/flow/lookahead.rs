@@ -17,13 +17,13 @@ impl Flow {
     }
 
     /// Last stage: the current frame is in the cache; fetch what it owns
-    /// (its `Extra`, its error handler's closure, its wait token).
+    /// (its `Resources`, its error handler's closure, its wait token).
     #[inline]
     pub(crate) fn prefetch_step(&self) {
         let Some(f) = self.main.frames.last() else {
             return;
         };
-        if let Some(x) = &f.extra {
+        if let Some(x) = &f.resources {
             prefetch(&**x, 1);
         }
         if let Some(c) = &f.catch {

@@ -74,7 +74,7 @@ impl Flow {
                     out.push((f.name)());
                     if f.flags & IN_PLACE != 0 {
                         // The critical section it runs in place.
-                        if let Some(r) = f.extra.as_ref().and_then(|x| x.rare_ref()) {
+                        if let Some(r) = f.resources.as_ref().and_then(|x| x.special_ref()) {
                             if let Some(via) = r.in_place_via {
                                 out.push(via());
                             }
@@ -268,9 +268,9 @@ fn matching_loop(frames: &[Frame], control: &Control) -> Option<usize> {
             && match label {
                 None => true,
                 Some(want) => {
-                    f.extra
+                    f.resources
                         .as_ref()
-                        .and_then(|x| x.rare_ref())
+                        .and_then(|x| x.special_ref())
                         .and_then(|r| r.lp.as_ref())
                         .and_then(|lp| lp.label.as_deref())
                         == Some(want)
