@@ -4,8 +4,10 @@
 //! dropping it gives back is the object's own business ([`Guard`]).
 
 use crate::steps::flow::Flow;
-use crate::steps::frame::{HOLDS, IN_PLACE};
+use crate::steps::frame::IN_PLACE;
+use crate::steps::frame::{Frame, HOLDS};
 use crate::steps::scheduler::Scheduler;
+use crate::steps::step::Step;
 use std::sync::Arc;
 
 /// What a shared object does when a flow's stake in it ends.
@@ -122,5 +124,73 @@ pub(crate) fn adopt_section(sched: &mut Scheduler, flow: &mut Flow, sid: u32) {
         // on the general path.
         special.holds.push(hold);
         special.in_place_via = Some(via);
+    }
+}
+
+/// A step's holds, for the `sync` layer.
+impl Step<'_> {
+    /// For sync object `id` (see [`Hold`]): whether this strand holds
+    /// it in a step below this one, and how many holds of it its ancestor
+    /// strands (the parents of a parallel branch) have.
+    pub(crate) fn sync_holds(&self, id: usize) -> (bool, usize) {
+        fn count(frames: &[Frame], id: usize) -> usize {
+            frames
+                .iter()
+                .filter_map(|f| f.hold_part())
+                .flat_map(|r| r.all_holds())
+                .filter(|h| h.id == id && h.is_held())
+                .count()
+        }
+        let Some(st) = self.flow.st_get(self.sid) else {
+            return (false, 0);
+        };
+        // This step's own frame counts too: an `ISync` syncing twice on the
+        // same object in one step re-enters.
+        let own = count(&st.frames[..(self.depth + 1).min(st.frames.len())], id) > 0;
+        let mut ancestors = 0;
+        let mut parent = st.parent;
+        while parent.1 != 0 {
+            let Some(p) = self.flow.st_get(parent.0) else {
+                break;
+            };
+            ancestors += count(&p.frames, id);
+            parent = p.parent;
+        }
+        (own, ancestors)
+    }
+
+    /// Gives this step a stake in a sync object (see [`Hold`]).
+    pub(crate) fn add_hold(&mut self, h: Hold) {
+        self.frame_here();
+        let f = &mut self.flow.st(self.sid).frames[self.depth];
+        f.flags |= HOLDS;
+        f.resources_in(&mut self.sched.spare_resources)
+            .special()
+            .holds
+            .push(h);
+    }
+
+    /// True when this very step already has a stake in object `id` that is
+    /// not admitted yet (it is about to wait for it).
+    pub(crate) fn has_pending_hold(&self, id: usize) -> bool {
+        self.flow
+            .st_get(self.sid)
+            .and_then(|st| st.frames.get(self.depth))
+            .and_then(|f| f.resources.as_deref())
+            .and_then(|x| x.special_ref())
+            .is_some_and(|r| r.holds.iter().any(|h| h.id == id && !h.is_held()))
+    }
+
+    /// The stake in object `id` of the step that added this one (a sync
+    /// step's wait step).
+    pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut Hold> {
+        let d = self.depth.checked_sub(1)?;
+        self.flow.st(self.sid).frames[d]
+            .resources
+            .as_mut()?
+            .special_mut()?
+            .holds
+            .iter_mut()
+            .find(|h| h.id == id)
     }
 }

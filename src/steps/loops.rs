@@ -1,9 +1,10 @@
 //! Loops as steps (spec 1.8, 2.2.4): `loop_`, `repeat`, `for_each`, with labels.
 
-use crate::error::StepResult;
-use crate::steps::def::name_of;
+use crate::error::{Control, Error, StepResult};
+use crate::steps::def::{name_of, Exec, StepDef};
 use crate::steps::step::Step;
 use crate::util::panic::{drop_caught, rethrow};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 /// Collections [`Step::for_each`] walks as `(key, value)` pairs: vectors
@@ -119,6 +120,71 @@ where
 }
 
 impl<'a> Step<'a> {
+    pub(crate) fn push_loop(
+        &mut self,
+        iter: crate::steps::def::LoopIter,
+        label: Option<String>,
+        name: crate::steps::def::NameFn,
+    ) -> &mut Self {
+        self.push(StepDef {
+            exec: Exec::Loop(Box::new((iter, label)), name),
+            catch: None,
+        });
+        self
+    }
+
+    /// Breaks the innermost loop (spec `break`): `return s.break_loop();`.
+    ///
+    /// The steps between this one and the loop are cancelled (their cancel
+    /// callbacks run) and their error handlers do not run. From a parallel
+    /// branch with no loop of its own, it reaches the loop around the
+    /// parallel step: the parallel step ends, its other branches
+    /// cancelled. Not under any loop, handlers see a `LoopBreak` error.
+    pub fn break_loop(&mut self) -> StepResult {
+        Err(Error::control(Control::Break(None)))
+    }
+
+    /// Breaks loops up to and including the one labelled `label`. When no
+    /// enclosing loop has that label, handlers see a `LoopBreak` error.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.state().set("n", 0u32);
+    ///     s.loop_labeled("OUTER", |s| {
+    ///         s.repeat(10, |s, i| {
+    ///             *s.state().get_mut::<u32>("n").unwrap() += 1;
+    ///             if i == 2 { return s.break_label("OUTER"); }
+    ///             Ok(())
+    ///         });
+    ///         Ok(())
+    ///     });
+    ///     s.add(|s, ()| { let n = *s.state().get::<u32>("n").unwrap(); s.success((n,)) });
+    ///     Ok(())
+    /// });
+    /// let p = root.promise(&mut tool);
+    /// assert_eq!(tool.block_on::<(u32,)>(p).unwrap().0, 3);
+    /// ```
+    pub fn break_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
+        Err(Error::control(Control::Break(Some(label.into()))))
+    }
+
+    /// Continues with the next iteration of the innermost loop (spec
+    /// `continue`). Like the breaks, it reaches a loop outside a parallel
+    /// step from inside one of its branches: the parallel step ends, its
+    /// other branches cancelled.
+    pub fn continue_loop(&mut self) -> StepResult {
+        Err(Error::control(Control::Continue(None)))
+    }
+
+    /// Continues the loop labelled `label`, leaving inner loops. When no
+    /// enclosing loop has that label, handlers see a `LoopCont` error.
+    pub fn continue_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
+        Err(Error::control(Control::Continue(Some(label.into()))))
+    }
+
     /// Adds a loop that runs `body` until [`break_loop`](Step::break_loop)
     /// (spec `loop`). Each iteration is a step of its own: sub-steps, waits
     /// and errors work as anywhere.

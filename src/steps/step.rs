@@ -1,19 +1,24 @@
 //! [`Step`]: the execution API handed to step callbacks (spec 2.2.2, 2.2.4).
 
 use crate::args::{Args, FromArgs, IntoArgs};
-use crate::error::{Control, Error, StepResult};
+use crate::error::{Error, StepResult};
 use crate::state::State;
 use crate::steps::def::{self, name_of, Exec, StepDef};
-use crate::steps::external::{ExternalHandle, WaitToken};
+
 use crate::steps::flow::Flow;
-use crate::steps::frame::{Kind, WAIT};
+use crate::steps::frame::Kind;
 use crate::steps::model::AsyncSteps;
 use crate::steps::parallel::Parallel;
 use crate::steps::scheduler::Scheduler;
 use std::borrow::Cow;
 use std::future::Future;
-use std::marker::PhantomData;
-use std::time::Duration;
+
+// A step's `stack()` values and their references.
+mod stack;
+// Waiting for an event: timeouts, cancel callbacks, external handles.
+mod waiting;
+
+pub use stack::StackRef;
 
 /// What a callback did through its [`Step`].
 #[derive(Default)]
@@ -89,25 +94,6 @@ pub(crate) struct Pending {
     pub name: def::NameFn,
 }
 
-/// A typed reference to a value allocated with [`Step::stack`]; valid while
-/// that step runs (including its sub-steps), `Copy`, usable in sub-steps.
-pub struct StackRef<T> {
-    /// The loop of the flow (`Shared::id`, never reused): flow keys are
-    /// only unique within one loop.
-    pub(crate) tool: u64,
-    pub(crate) flow: crate::steps::scheduler::FlowKey,
-    pub(crate) seq: u32,
-    pub(crate) idx: u32,
-    _t: PhantomData<fn() -> T>,
-}
-
-impl<T> Clone for StackRef<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for StackRef<T> {}
-
 /// Which step this is: its callback's type name, its strand (0: the main
 /// one; each parallel branch has its own), its level (0: a root step) and
 /// whether it runs an error handler.
@@ -142,12 +128,6 @@ impl std::fmt::Debug for Step<'_> {
             .field("level", &self.depth)
             .field("in_error_handler", &self.handler)
             .finish()
-    }
-}
-
-impl<T> std::fmt::Debug for StackRef<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "StackRef(step {}, slot {})", self.seq, self.idx)
     }
 }
 
@@ -309,71 +289,6 @@ impl<'a> Step<'a> {
         let mut h = loop_id ^ key.rotate_left(17) ^ u64::from(self.sid).rotate_left(41);
         h = h.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         ((h | 2) & !1) as isize
-    }
-
-    /// For sync object `id` (see `sync::Hold`): whether this strand holds
-    /// it in a step below this one, and how many holds of it its ancestor
-    /// strands (the parents of a parallel branch) have.
-    pub(crate) fn sync_holds(&self, id: usize) -> (bool, usize) {
-        fn count(frames: &[crate::steps::frame::Frame], id: usize) -> usize {
-            frames
-                .iter()
-                .filter_map(|f| f.hold_part())
-                .flat_map(|r| r.all_holds())
-                .filter(|h| h.id == id && h.is_held())
-                .count()
-        }
-        let Some(st) = self.flow.st_get(self.sid) else {
-            return (false, 0);
-        };
-        // This step's own frame counts too: an `ISync` syncing twice on the
-        // same object in one step re-enters.
-        let own = count(&st.frames[..(self.depth + 1).min(st.frames.len())], id) > 0;
-        let mut ancestors = 0;
-        let mut parent = st.parent;
-        while parent.1 != 0 {
-            let Some(p) = self.flow.st_get(parent.0) else {
-                break;
-            };
-            ancestors += count(&p.frames, id);
-            parent = p.parent;
-        }
-        (own, ancestors)
-    }
-
-    /// Gives this step a stake in a sync object (see `sync::Hold`).
-    pub(crate) fn add_hold(&mut self, h: crate::steps::hold::Hold) {
-        self.frame_here();
-        let f = &mut self.flow.st(self.sid).frames[self.depth];
-        f.flags |= crate::steps::frame::HOLDS;
-        f.resources_in(&mut self.sched.spare_resources)
-            .special()
-            .holds
-            .push(h);
-    }
-
-    /// True when this very step already has a stake in object `id` that is
-    /// not admitted yet (it is about to wait for it).
-    pub(crate) fn has_pending_hold(&self, id: usize) -> bool {
-        self.flow
-            .st_get(self.sid)
-            .and_then(|st| st.frames.get(self.depth))
-            .and_then(|f| f.resources.as_deref())
-            .and_then(|x| x.special_ref())
-            .is_some_and(|r| r.holds.iter().any(|h| h.id == id && !h.is_held()))
-    }
-
-    /// The stake in object `id` of the step that added this one (a sync
-    /// step's wait step).
-    pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut crate::steps::hold::Hold> {
-        let d = self.depth.checked_sub(1)?;
-        self.flow.st(self.sid).frames[d]
-            .resources
-            .as_mut()?
-            .special_mut()?
-            .holds
-            .iter_mut()
-            .find(|h| h.id == id)
     }
 
     /// Adds a sub-step (spec `add`). It runs after this callback returns;
@@ -551,198 +466,9 @@ impl<'a> Step<'a> {
         &mut self.out
     }
 
-    pub(crate) fn waiting_allowed(&mut self, what: &'static str) -> bool {
-        if self.handler {
-            let _ = self.misuse(what);
-            return false;
-        }
-        *self.frame_flags() |= WAIT;
-        true
-    }
-
-    /// Limits this step and its whole sub-tree to `timeout` (spec
-    /// `setTimeout`); when it expires, cancel callbacks run innermost first
-    /// and a `Timeout` error is raised at this step. A later call replaces the
-    /// limit. Disables implicit success when no sub-steps are added. A limit
-    /// above 100 years counts as 100 years (`Duration::MAX` included).
-    ///
-    /// Like [`set_cancel`](Self::set_cancel) and
-    /// [`wait_external`](Self::wait_external), it belongs to the execute
-    /// callback (spec 2.2.2): in an error handler it fails the step with
-    /// `InternalError` ("set_timeout() is not allowed in an error
-    /// handler"). A handler that needs to wait adds a step that does.
-    ///
-    /// ```
-    /// use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
-    /// use std::sync::{Arc, Mutex};
-    /// use std::time::Duration;
-    ///
-    /// let mut tool = TestTool::new();
-    /// let cancelled = Arc::new(Mutex::new(false));
-    /// let c = cancelled.clone();
-    /// let mut root = AsyncSteps::new();
-    /// root.add(move |s, ()| {
-    ///     let c = c.clone();
-    ///     s.set_cancel(move || *c.lock().unwrap() = true);
-    ///     s.set_timeout(Duration::from_secs(5));
-    ///     Ok(())
-    /// });
-    /// let p = root.promise::<()>(&mut tool);
-    /// tool.run_all_ready();
-    /// tool.advance(Duration::from_secs(5));
-    /// assert_eq!(tool.block_on(p).unwrap_err().code(), codes::TIMEOUT);
-    /// assert!(*cancelled.lock().unwrap());
-    /// ```
-    pub fn set_timeout(&mut self, timeout: Duration) {
-        if !self.waiting_allowed("set_timeout() is not allowed in an error handler") {
-            return;
-        }
-        let seq = self.flow.st(self.sid).frames[self.depth].seq;
-        let t = self
-            .sched
-            .flow_timeout(timeout, self.flow.key, self.sid, seq);
-        let old = self.flow.st(self.sid).frames[self.depth].timer.replace(t);
-        if let Some(old) = old {
-            self.sched.cancel_task(old);
-        }
-    }
-
-    /// Sets the callback that cancels this step's external activity (spec
-    /// `setCancel`); it runs when the step is cancelled, times out, or an
-    /// error unwinds through it. Disables implicit success. A later call
-    /// replaces the callback. In an error handler it fails the step with
-    /// `InternalError`, as [`set_timeout`](Self::set_timeout) does.
-    pub fn set_cancel(&mut self, on_cancel: impl FnOnce() + 'static) {
-        self.set_cancel_sched(move |_| on_cancel());
-    }
-
-    /// [`set_cancel`](Self::set_cancel) with a callback that gets the loop
-    /// (the C interface's scheduling calls work in a cancel callback).
-    pub(crate) fn set_cancel_sched(&mut self, on_cancel: impl FnOnce(&mut Scheduler) + 'static) {
-        if !self.waiting_allowed("set_cancel() is not allowed in an error handler") {
-            return;
-        }
-        self.flow
-            .resources_of(&mut self.sched.spare_resources, self.sid, self.depth)
-            .cancel = Some(Box::new(on_cancel));
-    }
-
-    /// Marks this step as waiting for an external event (spec `waitExternal`)
-    /// and returns a `Send + Sync` handle that completes it from any thread.
-    ///
-    /// Only a handle, a timeout ([`set_timeout`](Self::set_timeout)) or a
-    /// cancel ends the wait. A step whose handles are all dropped without
-    /// completing it (a worker thread that panicked, say) waits until its
-    /// timeout or a cancel: without either it waits for good, and so does
-    /// a `block_on` or `Promise::wait` of its flow. Set a timeout when the
-    /// other side may fail.
-    ///
-    /// In an error handler it fails the step with `InternalError`, as
-    /// [`set_timeout`](Self::set_timeout) does, and the handle it returns
-    /// is already closed (its calls are refused).
-    ///
-    /// ```
-    /// use futoin_asyncsteps::{AsyncSteps, AsyncTool};
-    /// let mut tool = AsyncTool::new().unwrap();
-    /// let mut root = AsyncSteps::new();
-    /// root.add(|s, ()| {
-    ///     let h = s.wait_external();
-    ///     std::thread::spawn(move || h.success((5i32,)).unwrap());
-    ///     Ok(())
-    /// });
-    /// root.add(|s, (v,): (i32,)| s.success((v + 1,)));
-    /// let p = root.promise(&mut tool);
-    /// let (v,): (i32,) = tool.block_on(p).unwrap();
-    /// assert_eq!(v, 6);
-    /// ```
-    pub fn wait_external(&mut self) -> ExternalHandle {
-        if !self.waiting_allowed("wait_external() is not allowed in an error handler") {
-            return ExternalHandle::closed(self.sched.core.inbox.clone());
-        }
-        let (key, sid) = (self.flow.key, self.sid);
-        let f = &mut self.flow.st(self.sid).frames[self.depth];
-        let seq = f.seq;
-        let sched = &mut *self.sched;
-        let token = f
-            .wait
-            .get_or_insert_with(|| {
-                WaitToken::acquire(&mut sched.tokens, &sched.core.inbox, key, sid, seq)
-            })
-            .clone();
-        ExternalHandle::new(token)
-    }
-
     /// The flow's state map (spec `state()`), shared by all its steps.
     pub fn state(&mut self) -> &mut State {
         &mut self.flow.state
-    }
-
-    /// Allocates `value` for the lifetime of this step (spec `stack`); it is
-    /// dropped when the step ends in any way. Sub-steps reach it with
-    /// [`stack_get`](Step::stack_get).
-    ///
-    /// ```
-    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
-    /// let mut tool = TestTool::new();
-    /// let mut root = AsyncSteps::new();
-    /// root.add(|s, ()| {
-    ///     let buf = s.stack(Vec::<u8>::new());
-    ///     s.add(move |s, ()| {
-    ///         s.stack_get(buf)?.push(1);
-    ///         Ok(())
-    ///     });
-    ///     s.add(move |s, ()| {
-    ///         let n = s.stack_get(buf)?.len();
-    ///         s.success((n,))
-    ///     });
-    ///     Ok(())
-    /// });
-    /// let p = root.promise(&mut tool);
-    /// assert_eq!(tool.block_on::<(usize,)>(p).unwrap().0, 1);
-    /// ```
-    pub fn stack<T: 'static>(&mut self, value: T) -> StackRef<T> {
-        self.frame_here();
-        let seq = self.flow.st(self.sid).frames[self.depth].seq;
-        let flow = self.flow.key;
-        let x = self
-            .flow
-            .resources_of(&mut self.sched.spare_resources, self.sid, self.depth);
-        x.stack.push(Box::new(value));
-        StackRef {
-            tool: self.sched.core.inbox.id,
-            flow,
-            seq,
-            idx: (x.stack.len() - 1) as u32,
-            _t: PhantomData,
-        }
-    }
-
-    /// Whether `r` was made by this flow (on this loop): only then can
-    /// its frame be looked up here.
-    pub(crate) fn owns<T>(&self, r: &StackRef<T>) -> bool {
-        r.flow == self.flow.key && r.tool == self.sched.core.inbox.id
-    }
-
-    /// The value behind a [`StackRef`]; `InternalError` when its step has
-    /// ended or the reference is not from this flow's ancestry.
-    pub fn stack_get<T: 'static>(&mut self, r: StackRef<T>) -> Result<&mut T, Error> {
-        if !self.owns(&r) {
-            return Err(Error::internal(
-                "stack_get(): the reference belongs to another flow",
-            ));
-        }
-        self.flow
-            .find_frame(self.sid, r.seq)
-            .and_then(|f| f.resources.as_mut())
-            .and_then(|x| x.stack.get_mut(r.idx as usize))
-            .and_then(|b| (**b).downcast_mut::<T>())
-            .ok_or_else(|| {
-                Error::internal(
-                    "stack_get(): the step that owns this value has ended, or is \
-                     not this step nor one of its ancestors (a sibling parallel \
-                     branch, say)",
-                )
-            })
     }
 
     /// Adds a step that awaits a Rust `Future` (spec `await`, 1.13). Its
@@ -867,72 +593,5 @@ impl<'a> Step<'a> {
     /// The flow's loop thread check (spec `is_same_thread`).
     pub fn is_same_thread(&self) -> bool {
         self.sched.is_same_thread()
-    }
-
-    // -- loops (spec 1.8, 2.2.4) --
-
-    pub(crate) fn push_loop(
-        &mut self,
-        iter: crate::steps::def::LoopIter,
-        label: Option<String>,
-        name: crate::steps::def::NameFn,
-    ) -> &mut Self {
-        self.push(StepDef {
-            exec: Exec::Loop(Box::new((iter, label)), name),
-            catch: None,
-        });
-        self
-    }
-
-    /// Breaks the innermost loop (spec `break`): `return s.break_loop();`.
-    ///
-    /// The steps between this one and the loop are cancelled (their cancel
-    /// callbacks run) and their error handlers do not run. From a parallel
-    /// branch with no loop of its own, it reaches the loop around the
-    /// parallel step: the parallel step ends, its other branches
-    /// cancelled. Not under any loop, handlers see a `LoopBreak` error.
-    pub fn break_loop(&mut self) -> StepResult {
-        Err(Error::control(Control::Break(None)))
-    }
-
-    /// Breaks loops up to and including the one labelled `label`. When no
-    /// enclosing loop has that label, handlers see a `LoopBreak` error.
-    ///
-    /// ```
-    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
-    /// let mut tool = TestTool::new();
-    /// let mut root = AsyncSteps::new();
-    /// root.add(|s, ()| {
-    ///     s.state().set("n", 0u32);
-    ///     s.loop_labeled("OUTER", |s| {
-    ///         s.repeat(10, |s, i| {
-    ///             *s.state().get_mut::<u32>("n").unwrap() += 1;
-    ///             if i == 2 { return s.break_label("OUTER"); }
-    ///             Ok(())
-    ///         });
-    ///         Ok(())
-    ///     });
-    ///     s.add(|s, ()| { let n = *s.state().get::<u32>("n").unwrap(); s.success((n,)) });
-    ///     Ok(())
-    /// });
-    /// let p = root.promise(&mut tool);
-    /// assert_eq!(tool.block_on::<(u32,)>(p).unwrap().0, 3);
-    /// ```
-    pub fn break_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
-        Err(Error::control(Control::Break(Some(label.into()))))
-    }
-
-    /// Continues with the next iteration of the innermost loop (spec
-    /// `continue`). Like the breaks, it reaches a loop outside a parallel
-    /// step from inside one of its branches: the parallel step ends, its
-    /// other branches cancelled.
-    pub fn continue_loop(&mut self) -> StepResult {
-        Err(Error::control(Control::Continue(None)))
-    }
-
-    /// Continues the loop labelled `label`, leaving inner loops. When no
-    /// enclosing loop has that label, handlers see a `LoopCont` error.
-    pub fn continue_label(&mut self, label: impl Into<Cow<'static, str>>) -> StepResult {
-        Err(Error::control(Control::Continue(Some(label.into()))))
     }
 }
