@@ -1,0 +1,236 @@
+//! Running one step ([`Flow::exec`]): its callback (with the frame
+//! deferred until something needs it), a parallel's branches, a loop's
+//! first iteration, an awaited future's poll, and what follows the
+//! callback (`after_call`, `after_frameless`).
+
+use super::Flow;
+use crate::args::Args;
+use crate::error::Error;
+use crate::steps::def::{Exec, StepDef};
+use crate::steps::frame::{Act, Frame, Kind, LoopState, ParState, Queued, WAIT};
+use crate::steps::future_wake::FutureWake;
+use crate::steps::scheduler::Scheduler;
+use crate::steps::step::{Outcome, Pending, Step};
+use crate::tool::panic_error;
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::{Context, Poll, Waker};
+
+/// What an execute callback's run comes to: a recorded misuse or
+/// `error()` (which fails the step even if the callback ignored the
+/// returned `Err`), else a panic as `InternalError`, else what it returned.
+#[inline(always)]
+fn call_result(
+    r: Result<crate::StepResult, Box<dyn Any + Send>>,
+    fails_with: Option<Error>,
+) -> crate::StepResult {
+    match (r, fails_with) {
+        (_, Some(e)) => Err(e),
+        (Ok(r), None) => r,
+        (Err(p), None) => Err(panic_error("step", p)),
+    }
+}
+
+impl Flow {
+    #[inline(always)]
+    pub(super) fn exec(&mut self, sched: &mut Scheduler, sid: u32, def: StepDef) -> Option<Act> {
+        sched.steps += 1;
+        sched.budget = sched.budget.saturating_sub(1);
+        let StepDef { exec, catch } = def;
+        if !matches!(exec, Exec::Fn(_)) {
+            // Only execute callbacks take the previous step's args.
+            sched.clear_args();
+        }
+        match exec {
+            Exec::Fn(f) => {
+                // The frame is pushed only if the callback needs it (see
+                // `Step::frame_here`).
+                let frame = Pending {
+                    catch,
+                    name: f.name(),
+                };
+                let mut step = Step::deferred(sched, self, sid, frame);
+                let r = catch_unwind(AssertUnwindSafe(|| f.call(&mut step)));
+                match step.into_parts() {
+                    (out, None) => self.after_call(sched, sid, r, out),
+                    (out, Some(frame)) => self.after_frameless(sched, sid, r, out, frame),
+                }
+            }
+            Exec::Parallel(branches) => {
+                self.push_frame(sid, catch, crate::steps::def::parallel_name, Kind::Parallel);
+                if branches.is_empty() {
+                    self.pop_frame(sched, sid, false);
+                    return Some(Act::Next);
+                }
+                let pseq = self.seq;
+                let mut ids = Vec::with_capacity(branches.len());
+                for b in branches {
+                    let bid = self.new_strand(sid, pseq);
+                    let st = self.st(bid);
+                    st.queue.push(b);
+                    ids.push((bid, st.gen));
+                    self.push_ready(bid, Queued::Next(Args::new()));
+                }
+                let f = self.top(sid);
+                f.flags |= WAIT;
+                f.resources_in(&mut sched.spare_resources).special().par = Some(ParState {
+                    remaining: ids.len() as u32,
+                    branches: ids,
+                });
+                None
+            }
+            Exec::Loop(b, name) => {
+                self.push_frame(sid, catch, name, Kind::Loop);
+                let (iter, label) = *b;
+                self.top(sid)
+                    .resources_in(&mut sched.spare_resources)
+                    .special()
+                    .lp = Some(LoopState {
+                    iter: Some(iter),
+                    label,
+                });
+                self.iterate(sched, sid)
+            }
+            Exec::Await(fut, name) => {
+                self.push_frame(sid, catch, name, Kind::Await);
+                let f = self.top(sid);
+                f.flags |= WAIT;
+                f.resources_in(&mut sched.spare_resources).special().fut = Some((fut, None));
+                self.poll_future(sched, sid)
+            }
+        }
+    }
+
+    pub(super) fn top(&mut self, sid: u32) -> &mut Frame {
+        self.st(sid).frames.last_mut().expect("a frame")
+    }
+
+    pub(super) fn poll_future(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
+        let key = self.key;
+        let shared = sched.core.inbox.clone();
+        let f = self.top(sid);
+        let seq = f.seq;
+        let (fut, wake) = f.resources.as_mut()?.special_mut()?.fut.as_mut()?;
+        let wake = wake.get_or_insert_with(|| FutureWake::new(shared, key, sid, seq));
+        wake.rearm();
+        let waker = Waker::from(wake.clone());
+        let mut cx = Context::from_waker(&waker);
+        let r = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)));
+        match r {
+            Ok(Poll::Pending) => None,
+            Ok(Poll::Ready(Ok(a))) => {
+                self.pop_frame(sched, sid, false);
+                sched.args = a;
+                Some(Act::Next)
+            }
+            Ok(Poll::Ready(Err(e))) => Some(Act::Fail(e)),
+            Err(p) => Some(Act::Fail(panic_error("awaited future", p))),
+        }
+    }
+
+    /// [`after_call`](Self::after_call) for a step whose frame was never
+    /// pushed: it added nothing and does not wait, so it has succeeded
+    /// (its args, if any, in the register) unless it failed, and then its
+    /// frame is pushed so the error is raised there, as if it had been
+    /// there all along.
+    #[inline(always)]
+    fn after_frameless(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        r: Result<crate::StepResult, Box<dyn Any + Send>>,
+        out: Outcome,
+        frame: Pending,
+    ) -> Option<Act> {
+        // Adding sub-steps or waiting for I/O pushes the frame first: a
+        // path that forgot would run its sub-steps on the parent's level.
+        assert!(
+            !out.added && !out.io_wait,
+            "a step added sub-steps or waits without its frame"
+        );
+        match call_result(r, out.fails_with) {
+            Ok(()) => {
+                if !out.succeeded {
+                    // Implicit success: the next step gets no args (spec 1.6).
+                    sched.clear_args();
+                }
+                // A `sync` section done without a frame gave its lock back
+                // as it returned (see `sync::in_place`).
+                debug_assert!(sched.section.is_none() && sched.section_inner.is_none());
+                drop(frame);
+                Some(Act::Next)
+            }
+            Err(e) => {
+                sched.clear_args();
+                self.push_frame(sid, frame.catch, frame.name, Kind::Step);
+                if sched.section.is_some() {
+                    // A failed `sync` section unwinds holding its lock.
+                    crate::steps::hold::adopt_section(sched, self, sid);
+                }
+                Some(Act::Fail(e))
+            }
+        }
+    }
+
+    /// Decides what follows a step's execute callback.
+    #[inline(always)]
+    pub(super) fn after_call(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        r: Result<crate::StepResult, Box<dyn Any + Send>>,
+        out: Outcome,
+    ) -> Option<Act> {
+        let r = call_result(r, out.fails_with);
+        let st = self.st(sid);
+        let top = st.frames.last_mut().expect("a frame");
+        let mut r = r;
+        if out.added {
+            st.queue[top.seg as usize..].reverse();
+        }
+        // Sub-steps or success() complete this step: a wait for an
+        // external event is over, and later completions are refused. One
+        // already accepted would be a second completion, as success()
+        // after add() is.
+        if out.added || out.succeeded {
+            if let Some(w) = top.wait.take() {
+                if !w.claim() && r.is_ok() {
+                    r = Err(Error::internal(if out.added {
+                        "an external completion and add() in the same step: \
+                         sub-steps complete this step"
+                    } else {
+                        "an external completion and success() in the same step: \
+                         a step completes once"
+                    }));
+                }
+                sched.release_token(w);
+            }
+        }
+        match r {
+            Err(e) => {
+                sched.clear_args();
+                Some(Act::Fail(e))
+            }
+            Ok(()) if out.added => {
+                if !out.forward {
+                    sched.clear_args();
+                }
+                Some(Act::Next)
+            }
+            Ok(()) if out.succeeded => {
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next)
+            }
+            Ok(()) if top.flags & WAIT != 0 => {
+                sched.clear_args();
+                None
+            }
+            Ok(()) => {
+                // Implicit success: the next step gets no args (spec 1.6).
+                sched.clear_args();
+                self.pop_frame(sched, sid, false);
+                Some(Act::Next)
+            }
+        }
+    }
+}
