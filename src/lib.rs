@@ -98,7 +98,10 @@
 //!
 //! `docs/architecture.md` in the repository explains how the engine works
 //! inside, layer by layer.
-
+//!
+//! ## FTN12 names in Rust
+//!
+#![doc = include_str!("../docs/ftn12-names.md")]
 #![warn(missing_docs)]
 
 mod args;
@@ -134,3 +137,18 @@ pub use tool::TaskHandle;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod readme {
+    /// The crate docs include the name table from its own file; the README
+    /// must hold the same text, so the two cannot drift apart.
+    #[test]
+    fn the_readme_holds_the_ftn12_name_table_of_the_crate_docs() {
+        let names = include_str!("../docs/ftn12-names.md");
+        let readme = include_str!("../README.md");
+        assert!(
+            readme.contains(&format!("## FTN12 names in Rust\n\n{names}")),
+            "README.md's section \"FTN12 names in Rust\" differs from docs/ftn12-names.md"
+        );
+    }
+}
