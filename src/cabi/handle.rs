@@ -10,7 +10,7 @@
 //! use after free. The vtable entries that act on a handle are in
 //! `cabi::step`.
 
-use super::step::STEP_API;
+use super::table;
 use super::types::*;
 use super::value;
 use crate::args::Args;
@@ -127,7 +127,7 @@ pub(crate) fn give_str(c: CString) -> *mut c_void {
 impl StepBsi {
     fn new() -> Self {
         StepBsi {
-            hdr: FutoInAsyncSteps { api: &STEP_API },
+            hdr: table::header::<StepBsi>(),
             owner: AtomicUsize::new(0),
             live: AtomicBool::new(false),
             root_id: AtomicIsize::new(0),
@@ -404,8 +404,8 @@ pub(crate) unsafe fn get<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a StepBsi> {
     if !unsafe { is_ours(p) } {
         return None;
     }
-    // SAFETY: only `StepBsi::new` puts STEP_API in a handle, and a StepBsi
-    // starts with that header (`repr(C)`); step handles are never freed.
+    // SAFETY: only `StepBsi::new` puts its table in a header (`Table`), at
+    // the start of a StepBsi (`repr(C)`); step handles are never freed.
     Some(unsafe { &*(p as *const StepBsi) })
 }
 
@@ -586,8 +586,8 @@ pub(crate) fn fail_step(p: *mut FutoInAsyncSteps, what: &'static str, e: Error) 
 /// # Safety
 /// As [`get`].
 pub(crate) unsafe fn is_ours(p: *mut FutoInAsyncSteps) -> bool {
-    // SAFETY: caller's contract: a non-NULL `p` is readable up to `api`.
-    !p.is_null() && std::ptr::eq(unsafe { (*p).api }, &STEP_API)
+    // SAFETY: caller's contract.
+    unsafe { table::is::<StepBsi>(p) }
 }
 
 /// [`with_step`] for the calls a parallel's handle does not take: on one,

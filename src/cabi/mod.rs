@@ -121,6 +121,7 @@ mod root;
 mod runtime;
 mod step;
 mod sync;
+mod table;
 mod value;
 mod wrap;
 

@@ -8,6 +8,7 @@
 use super::cvar::state_var;
 use super::handle::{catch_fn, exec_fn, schedule_on, SendPtr, QUARANTINE};
 use super::noop;
+use super::table::{self, Table};
 use super::types::*;
 use super::value::c_str;
 use crate::args::Args;
@@ -77,7 +78,7 @@ unsafe impl Sync for RootBsi {}
 
 /// A parallel added to a root's model.
 #[repr(C)]
-struct RootPar {
+pub(crate) struct RootPar {
     hdr: FutoInAsyncSteps,
     /// The root that owns this handle (never changes).
     root: *const RootBsi,
@@ -97,7 +98,7 @@ struct ParBox(NonNull<RootPar>);
 impl ParBox {
     fn new(root: &RootBsi) -> Self {
         ParBox(NonNull::from(Box::leak(Box::new(RootPar {
-            hdr: FutoInAsyncSteps { api: &ROOT_PAR_API },
+            hdr: table::header::<RootPar>(),
             root,
             idx: AtomicUsize::new(0),
             gen: AtomicU64::new(0),
@@ -122,7 +123,7 @@ static NEXT_ID: AtomicIsize = AtomicIsize::new(1);
 /// A new root on `rt`, as C gets it.
 pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
     let r = Arc::new(RootBsi {
-        hdr: FutoInAsyncSteps { api: &ROOT_API },
+        hdr: table::header::<RootBsi>(),
         // Odd ids never collide with the step ids (see `Step::root_id`),
         // which are even.
         id: NEXT_ID.fetch_add(2, Ordering::Relaxed),
@@ -147,11 +148,11 @@ pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
 /// readable up to its `api` field; one of our roots is one C has not freed.
 unsafe fn root<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a RootBsi> {
     // SAFETY: caller's contract: a non-NULL `p` is readable up to `api`.
-    if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_API) {
+    if !unsafe { table::is::<RootBsi>(p) } {
         return None;
     }
-    // SAFETY: only `new_root` puts ROOT_API in a handle, on an
-    // `Arc<RootBsi>` whose value starts with that header (`repr(C)`); C
+    // SAFETY: only `new_root` puts the root table in a handle (`Table`), on
+    // an `Arc<RootBsi>` whose value starts with that header (`repr(C)`); C
     // has not freed it (caller's contract).
     Some(unsafe { &*(p as *const RootBsi) })
 }
@@ -234,10 +235,10 @@ unsafe extern "C" fn par_add(
     eh: ErrorCallback,
 ) {
     // SAFETY: the handle C passed: NULL or readable up to `api`.
-    if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_PAR_API) {
+    if !unsafe { table::is::<RootPar>(p) } {
         return;
     }
-    // SAFETY: only `ParBox::new` puts ROOT_PAR_API in a handle, on a
+    // SAFETY: only `ParBox::new` puts its table in a handle (`Table`), on a
     // RootPar owned by its root, alive while the root is (C must not use
     // it after freeing the root); it is only ever borrowed shared.
     let par = unsafe { &*(p as *const RootPar) };
@@ -586,6 +587,22 @@ unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     };
     let home = r.home.load(Ordering::Relaxed);
     (home != 0 && home == thread_mark()) as c_int
+}
+
+// SAFETY: ROOT_API is a static of its own, put in no other type's header;
+// a RootBsi is `repr(C)` and starts with its `FutoInAsyncSteps`.
+unsafe impl Table for RootBsi {
+    fn table() -> &'static FutoInAsyncStepsAPI {
+        &ROOT_API
+    }
+}
+
+// SAFETY: ROOT_PAR_API is a static of its own, put in no other type's
+// header; a RootPar is `repr(C)` and starts with its `FutoInAsyncSteps`.
+unsafe impl Table for RootPar {
+    fn table() -> &'static FutoInAsyncStepsAPI {
+        &ROOT_PAR_API
+    }
 }
 
 static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {

@@ -4,9 +4,10 @@ use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
     bind, bind_child, catch_fn, exec_fn, fail_step, finish, flag_off_loop, get, mark_wait,
     schedule_on, try_cancel_cb, try_plain_step, try_step, with_ext, with_plain_step, with_step,
-    SendPtr,
+    SendPtr, StepBsi,
 };
 use super::root;
+use super::table::Table;
 use super::types::*;
 use super::value::{self, c_str};
 use crate::args::Args;
@@ -561,8 +562,16 @@ unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     unsafe { get(p) }.is_some_and(|b| b.live.load(Ordering::Acquire) && b.on_loop()) as c_int
 }
 
+// SAFETY: STEP_API is a static of its own, put in no other type's header;
+// a StepBsi is `repr(C)` and starts with its `FutoInAsyncSteps`.
+unsafe impl Table for StepBsi {
+    fn table() -> &'static FutoInAsyncStepsAPI {
+        &STEP_API
+    }
+}
+
 /// The vtable of step handles.
-pub(crate) static STEP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
+static STEP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
     add: Some(add),
     parallel: Some(parallel),
     state_variable: Some(state_variable),
