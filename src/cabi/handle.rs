@@ -8,7 +8,7 @@
 //! given back to the system (it is recycled after a quarantine of
 //! [`QUARANTINE`] newer handles), so a stale handle is detected, not a
 //! use after free. The vtable entries that act on a handle are in
-//! `cabi::step`.
+//! `cabi::step`, their table in `cabi::api`.
 
 use super::table;
 use super::types::*;

@@ -114,6 +114,7 @@
 
 pub mod types;
 
+mod api;
 mod cvar;
 mod handle;
 mod noop;

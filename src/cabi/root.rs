@@ -1,5 +1,5 @@
-//! Root handles (`futoin_asyncsteps_new`, `newInstance`) and the runtime
-//! entry points (`futoin_runtime_new`/`_free`).
+//! Root handles (`futoin_asyncsteps_new`, `newInstance`) and the entries
+//! of their table and of a root parallel's (the tables are in `cabi::api`).
 //!
 //! A root is an `Arc<RootBsi>`: C holds one reference (given back by
 //! `free`), a running flow another, so `free` may come at any time, from
@@ -7,8 +7,7 @@
 
 use super::cvar::state_var;
 use super::handle::{catch_fn, exec_fn, schedule_on, SendPtr, QUARANTINE};
-use super::noop;
-use super::table::{self, Table};
+use super::table;
 use super::types::*;
 use super::value::c_str;
 use crate::args::Args;
@@ -177,7 +176,7 @@ fn poison(p: *mut FutoInAsyncSteps, what: &'static str) {
     }
 }
 
-unsafe extern "C" fn add(
+pub(crate) unsafe extern "C" fn add(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     f: ExecuteCallback,
@@ -197,7 +196,7 @@ unsafe extern "C" fn add(
     });
 }
 
-unsafe extern "C" fn parallel(
+pub(crate) unsafe extern "C" fn parallel(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     eh: ErrorCallback,
@@ -228,7 +227,7 @@ unsafe extern "C" fn parallel(
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn par_add(
+pub(crate) unsafe extern "C" fn par_add(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     f: ExecuteCallback,
@@ -267,7 +266,7 @@ unsafe extern "C" fn par_add(
     });
 }
 
-unsafe extern "C" fn state_variable(
+pub(crate) unsafe extern "C" fn state_variable(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     name: *const c_char,
@@ -312,7 +311,7 @@ unsafe extern "C" fn state_variable(
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn stack(
+pub(crate) unsafe extern "C" fn stack(
     p: *mut FutoInAsyncSteps,
     _n: usize,
     _c: Option<unsafe extern "C" fn(*mut c_void)>,
@@ -320,26 +319,34 @@ unsafe extern "C" fn stack(
     poison(p, "stack()");
     std::ptr::null_mut()
 }
-unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
+pub(crate) unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
     // SAFETY: the caller's args, or NULL.
     if let Some(a) = unsafe { args.as_mut() } {
         super::value::reset_all(a);
     }
     poison(p, "success()");
 }
-unsafe extern "C" fn handle_error(p: *mut FutoInAsyncSteps, _c: *const c_char, _i: *const c_char) {
+pub(crate) unsafe extern "C" fn handle_error(
+    p: *mut FutoInAsyncSteps,
+    _c: *const c_char,
+    _i: *const c_char,
+) {
     poison(p, "handle_error()");
 }
-unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, _ms: u32) {
+pub(crate) unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, _ms: u32) {
     poison(p, "setTimeout()");
 }
-unsafe extern "C" fn set_cancel(p: *mut FutoInAsyncSteps, _d: *mut c_void, _c: CancelCallback) {
+pub(crate) unsafe extern "C" fn set_cancel(
+    p: *mut FutoInAsyncSteps,
+    _d: *mut c_void,
+    _c: CancelCallback,
+) {
     poison(p, "setCancel()");
 }
-unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
     poison(p, "waitExternal()");
 }
-unsafe extern "C" fn loop_(
+pub(crate) unsafe extern "C" fn loop_(
     p: *mut FutoInAsyncSteps,
     _d: *mut c_void,
     _f: LoopCallback,
@@ -347,7 +354,7 @@ unsafe extern "C" fn loop_(
 ) {
     poison(p, "loop()");
 }
-unsafe extern "C" fn repeat(
+pub(crate) unsafe extern "C" fn repeat(
     p: *mut FutoInAsyncSteps,
     _d: *mut c_void,
     _n: usize,
@@ -356,10 +363,10 @@ unsafe extern "C" fn repeat(
 ) {
     poison(p, "repeat()");
 }
-unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
+pub(crate) unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
     poison(p, "breakLoop()");
 }
-unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
+pub(crate) unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
     poison(p, "continueLoop()");
 }
 
@@ -380,7 +387,11 @@ impl Drop for KeepRoot {
     }
 }
 
-unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: ErrorCallback) {
+pub(crate) unsafe extern "C" fn execute(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    ue: ErrorCallback,
+) {
     // SAFETY: the handle C passed (see `root`).
     if unsafe { root(p) }.is_none() {
         return;
@@ -479,14 +490,14 @@ fn cancel_run(r: &RootBsi) {
     }
 }
 
-unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
     // SAFETY: the handle C passed (see `root`).
     if let Some(r) = unsafe { root(p) } {
         guard(|| cancel_run(r));
     }
 }
 
-unsafe extern "C" fn add_sync(
+pub(crate) unsafe extern "C" fn add_sync(
     p: *mut FutoInAsyncSteps,
     sync: *mut FutoInSync,
     data: *mut c_void,
@@ -513,17 +524,17 @@ unsafe extern "C" fn add_sync(
     });
 }
 
-unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
+pub(crate) unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
     // SAFETY: the handle C passed (see `root`).
     unsafe { root(p) }.map_or(0, |r| r.id)
 }
 
-unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: the handle C passed (see `root`).
     unsafe { root(p) }.is_some() as c_int
 }
 
-unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
+pub(crate) unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
     // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return std::ptr::null_mut();
@@ -531,7 +542,7 @@ unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncS
     guard(|| new_root(r.inner.lock().rt.clone())).unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn free(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn free(p: *mut FutoInAsyncSteps) {
     // SAFETY: the handle C passed (see `root`).
     if unsafe { root(p) }.is_none() {
         return;
@@ -565,14 +576,14 @@ fn schedule(
     FutoInHandle::EMPTY
 }
 
-unsafe extern "C" fn sched_immediate(
+pub(crate) unsafe extern "C" fn sched_immediate(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     cb: SchedCallback,
 ) -> FutoInHandle {
     schedule(p, None, data, cb)
 }
-unsafe extern "C" fn sched_deferred(
+pub(crate) unsafe extern "C" fn sched_deferred(
     p: *mut FutoInAsyncSteps,
     ms: u32,
     data: *mut c_void,
@@ -580,7 +591,7 @@ unsafe extern "C" fn sched_deferred(
 ) -> FutoInHandle {
     schedule(p, Some(ms), data, cb)
 }
-unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return 0;
@@ -588,53 +599,3 @@ unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     let home = r.home.load(Ordering::Relaxed);
     (home != 0 && home == thread_mark()) as c_int
 }
-
-// SAFETY: ROOT_API is a static of its own, put in no other type's header;
-// a RootBsi is `repr(C)` and starts with its `FutoInAsyncSteps`.
-unsafe impl Table for RootBsi {
-    fn table() -> &'static FutoInAsyncStepsAPI {
-        &ROOT_API
-    }
-}
-
-// SAFETY: ROOT_PAR_API is a static of its own, put in no other type's
-// header; a RootPar is `repr(C)` and starts with its `FutoInAsyncSteps`.
-unsafe impl Table for RootPar {
-    fn table() -> &'static FutoInAsyncStepsAPI {
-        &ROOT_PAR_API
-    }
-}
-
-static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(add),
-    parallel: Some(parallel),
-    state_variable: Some(state_variable),
-    stack: Some(stack),
-    success: Some(success),
-    handle_error: Some(handle_error),
-    set_timeout: Some(set_timeout),
-    set_cancel: Some(set_cancel),
-    wait_external: Some(wait_external),
-    loop_: Some(loop_),
-    repeat: Some(repeat),
-    break_loop: Some(break_loop),
-    continue_loop: Some(continue_loop),
-    execute: Some(execute),
-    cancel: Some(cancel),
-    add_sync: Some(add_sync),
-    root_id: Some(root_id),
-    is_valid: Some(is_valid),
-    new_instance: Some(new_instance),
-    free: Some(free),
-    sched_immediate: Some(sched_immediate),
-    sched_deferred: Some(sched_deferred),
-    sched_cancel: Some(noop::sched_cancel),
-    sched_is_valid: Some(noop::sched_is_valid),
-    is_same_thread: Some(is_same_thread),
-};
-
-/// A root parallel's handle: add() adds a branch; the rest are no-ops.
-static ROOT_PAR_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(par_add),
-    ..noop::NOOP_API
-};

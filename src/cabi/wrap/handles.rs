@@ -113,7 +113,7 @@ impl ForeignExternal {
     /// started waiting.
     pub(super) unsafe fn new(bsi: *mut FutoInAsyncSteps) -> Self {
         // SAFETY: caller's contract (a handle readable up to `api`).
-        let own = unsafe { crate::cabi::handle::ext_of(bsi) };
+        let own = unsafe { crate::cabi::api::ext_of(bsi) };
         ForeignExternal { bsi, own }
     }
 
