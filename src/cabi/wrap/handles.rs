@@ -1,7 +1,8 @@
 //! The handles a [`ForeignSteps`] gives out: a parallel builder, a waiting
 //! step's completion handle, a scheduled task.
 
-use super::keep::*;
+use super::boxes::Keeper;
+use super::trampolines::{add_step, c_string, exec_fn, open_parallel, CatchFn, ExecFn, TaskFn};
 use super::ForeignSteps;
 use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;

@@ -2,9 +2,10 @@
 //! implementation of the binary interface. See the [`cabi`](crate::cabi)
 //! docs, "Rust steps in a foreign flow".
 
+mod boxes;
 mod handles;
-mod keep;
 mod root;
+mod trampolines;
 
 pub use handles::{ForeignExternal, ForeignParallel, ForeignTask};
 pub use root::{ForeignFlow, ForeignRoot};
@@ -13,13 +14,14 @@ use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
 use crate::cabi::value;
 use crate::error::{Control, Error, StepResult};
-use keep::*;
+use boxes::*;
 use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::ffi::{c_char, CStr};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::time::Duration;
+use trampolines::*;
 
 /// Views the step handle `bsi` as a [`ForeignSteps`].
 ///

@@ -1,7 +1,11 @@
 //! A foreign root owned from Rust, and Rust state variables in a foreign
 //! flow.
 
-use super::keep::*;
+use super::boxes::{arena_of, Arena, Keeper};
+use super::trampolines::{
+    add_step, c_string, exec_fn, exec_tramp, unhandled_tramp, CatchFn, ExecFn, StepSlot,
+    UnhandledSlot,
+};
 use super::{ForeignParallel, ForeignSteps};
 use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
