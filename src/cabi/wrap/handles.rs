@@ -2,8 +2,8 @@
 //! step's completion handle, a scheduled task.
 
 use super::boxes::Keeper;
-use super::trampolines::{add_step, c_string, exec_fn, open_parallel, CatchFn, ExecFn, TaskFn};
-use super::ForeignSteps;
+use super::trampolines::{add_step, exec_fn, open_parallel, CatchFn, ExecFn, TaskFn};
+use super::view::{c_string, ForeignSteps};
 use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
 use crate::cabi::value;

@@ -2,11 +2,11 @@
 //! flow.
 
 use super::boxes::{arena_of, Arena, Keeper};
+use super::handles::ForeignParallel;
 use super::trampolines::{
-    add_step, c_string, exec_fn, exec_tramp, unhandled_tramp, CatchFn, ExecFn, StepSlot,
-    UnhandledSlot,
+    add_step, exec_fn, exec_tramp, unhandled_tramp, CatchFn, ExecFn, StepSlot, UnhandledSlot,
 };
-use super::{ForeignParallel, ForeignSteps};
+use super::view::{c_string, ForeignSteps};
 use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
 use crate::error::{Error, StepResult};

@@ -4,14 +4,12 @@
 //! [`Keeper`] puts them).
 
 use super::boxes::Keeper;
-use super::ForeignSteps;
+use super::view::{guarded, wrap_checked, wrap_step, ForeignSteps};
 use crate::args::{Args, FromArgs};
 use crate::cabi::types::*;
-use crate::cabi::value;
 use crate::error::{Error, StepResult};
-use crate::tool::panic_error;
 use parking_lot::Mutex;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A step's execute closure, typed args decoded inside.
@@ -100,47 +98,6 @@ pub(super) unsafe fn open_parallel(
     Ok(par)
 }
 
-/// Moves the values out of a callback's args (their slots are left
-/// empty, as the interface's ownership rules allow).
-///
-/// # Safety
-/// `args` is NULL or args as the header describes them, in writable memory
-/// wherever a slot is set.
-pub(super) unsafe fn take_args(args: *const FutoInArgs) -> Result<Args, Error> {
-    if args.is_null() {
-        return Ok(Args::new());
-    }
-    let mut own = FutoInArgs::EMPTY;
-    let src = args as *mut FutoInArgs;
-    for i in 0..4 {
-        // SAFETY: `args` points at four slots (the caller's contract).
-        let slot = unsafe { &raw mut (*src).args[i] };
-        // SAFETY: as above; reading a slot's type is always allowed.
-        if unsafe { (*slot).type_.is_null() } {
-            continue;
-        }
-        // SAFETY: a set slot: its value moves to `own`, and the source is
-        // marked empty so the implementation does not clean it up again.
-        unsafe {
-            own.args[i] = slot.read();
-            (*slot).type_ = std::ptr::null();
-        }
-    }
-    // SAFETY: `own` holds the values just moved, as the header describes.
-    unsafe { value::from_c(&mut own) }
-}
-
-/// A C string for the interface: an interior NUL becomes U+FFFD.
-pub(super) fn c_string(s: &str) -> CString {
-    CString::new(s)
-        .unwrap_or_else(|_| CString::new(s.replace('\0', "\u{FFFD}")).expect("no NUL left"))
-}
-
-/// Runs a callback body, turning a panic into `InternalError`.
-pub(super) fn guarded(what: &str, f: impl FnOnce() -> StepResult) -> StepResult {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panic_error(what, p)))
-}
-
 /// The execute trampoline of an `add`ed Rust step.
 pub(super) unsafe extern "C" fn exec_tramp(
     bsi: *mut FutoInAsyncSteps,
@@ -152,7 +109,7 @@ pub(super) unsafe extern "C" fn exec_tramp(
     // SAFETY: the implementation calls with the step's live handle and
     // its args.
     unsafe {
-        super::wrap_step(bsi, args, |s, a: Args| match f {
+        wrap_step(bsi, args, |s, a: Args| match f {
             Some(f) => f(s, a),
             None => Err(Error::internal("wrap: a Rust step was called twice")),
         })
@@ -170,7 +127,7 @@ pub(super) unsafe extern "C" fn catch_tramp(
         return; // a handler runs once; the error goes on
     };
     // SAFETY: the live handle of the failed step's handler.
-    let Some(mut s) = (unsafe { super::wrap_checked(bsi) }) else {
+    let Some(mut s) = (unsafe { wrap_checked(bsi) }) else {
         return;
     };
     // SAFETY: the implementation's NUL-terminated code, or NULL.
@@ -193,7 +150,7 @@ pub(super) unsafe extern "C" fn repeat_tramp(
     i: usize,
 ) {
     // SAFETY: the live handle of this iteration.
-    let Some(mut s) = (unsafe { super::wrap_checked(bsi) }) else {
+    let Some(mut s) = (unsafe { wrap_checked(bsi) }) else {
         return;
     };
     // SAFETY: `data` is the body kept until the parent step ends.
