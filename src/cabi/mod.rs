@@ -119,8 +119,10 @@
 //! - `table.rs`: how a handle of ours is told apart from any other: the
 //!   `Table` trait names the function table of each handle type.
 //! - `noop.rs`: the no-op entries of a handle that takes only `add()`.
-//! - `handle.rs`: step handles: the pool, the thread checks, running a C
-//!   callback as a step's body.
+//! - `handle.rs`: step handles: the pool, binding one to a step, the
+//!   thread checks, the calls' access to the running step.
+//! - `callback.rs`: running a C callback as a step's body or error
+//!   handler, with a step handle bound for the call.
 //! - `cvar.rs`: C state variables (`stateVariable`) in a flow's state.
 //! - `sync.rs`: this runtime's sync objects as `FutoInSync`, and `addSync`.
 //! - `root.rs`: roots and root parallels, and the entries of their tables.
@@ -147,6 +149,7 @@
 pub mod types;
 
 mod api;
+mod callback;
 mod cvar;
 mod handle;
 mod noop;

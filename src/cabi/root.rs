@@ -5,8 +5,9 @@
 //! `free`), a running flow another, so `free` may come at any time, from
 //! any thread, even from the flow's own unhandled-error callback.
 
+use super::callback::{catch_fn, exec_fn, schedule_on, SendPtr};
 use super::cvar::state_var;
-use super::handle::{catch_fn, exec_fn, schedule_on, SendPtr, QUARANTINE};
+use super::handle::QUARANTINE;
 use super::table;
 use super::types::*;
 use super::value::c_str;

@@ -1,11 +1,11 @@
 //! The entries of the step handles' table (`cabi::api`); the handles
 //! themselves are in `cabi::handle`.
 
+use super::callback::{catch_fn, exec_fn, schedule_on, SendPtr};
 use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
-    bind, bind_child, catch_fn, exec_fn, fail_step, finish, flag_off_loop, get, mark_wait,
-    schedule_on, try_cancel_cb, try_plain_step, try_step, with_ext, with_plain_step, with_step,
-    SendPtr,
+    bind, bind_child, fail_step, finish, flag_off_loop, get, mark_wait, try_cancel_cb,
+    try_plain_step, try_step, with_ext, with_plain_step, with_step,
 };
 use super::root;
 use super::types::*;
