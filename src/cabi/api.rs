@@ -112,6 +112,7 @@ const NOOP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
 // SAFETY: STEP_API is a static of its own, put in no other type's header;
 // a StepBsi is `repr(C)` and starts with its `FutoInAsyncSteps`.
 unsafe impl Table for StepBsi {
+    #[inline]
     fn table() -> &'static FutoInAsyncStepsAPI {
         &STEP_API
     }
@@ -120,6 +121,7 @@ unsafe impl Table for StepBsi {
 // SAFETY: ROOT_API is a static of its own, put in no other type's header;
 // a RootBsi is `repr(C)` and starts with its `FutoInAsyncSteps`.
 unsafe impl Table for RootBsi {
+    #[inline]
     fn table() -> &'static FutoInAsyncStepsAPI {
         &ROOT_API
     }
@@ -128,6 +130,7 @@ unsafe impl Table for RootBsi {
 // SAFETY: ROOT_PAR_API is a static of its own, put in no other type's
 // header; a RootPar is `repr(C)` and starts with its `FutoInAsyncSteps`.
 unsafe impl Table for RootPar {
+    #[inline]
     fn table() -> &'static FutoInAsyncStepsAPI {
         &ROOT_PAR_API
     }
