@@ -8,12 +8,11 @@
 //! given back to the system (it is recycled after a quarantine of
 //! [`QUARANTINE`] newer handles), so a stale handle is detected, not a
 //! use after free. The vtable entries that act on a handle are in
-//! `cabi::step`.
+//! `cabi::step`, their table in `cabi::api`; running a C callback with a
+//! handle bound is in `cabi::callback`.
 
-use super::step::STEP_API;
+use super::table;
 use super::types::*;
-use super::value;
-use crate::args::Args;
 use crate::error::{Error, StepResult};
 use crate::steps::external::ExternalHandle;
 use crate::steps::scheduler::Scheduler;
@@ -23,27 +22,13 @@ use crate::util::thread::thread_mark;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 
 /// Released handles a loop thread keeps before reusing the oldest (and
 /// the stale parallel handles a root keeps before reusing the oldest).
 pub const QUARANTINE: usize = 256;
-
-/// A raw pointer a callback carries to its loop thread (user `data`).
-#[derive(Clone, Copy)]
-pub(crate) struct SendPtr(pub *mut c_void);
-// SAFETY: the header makes the user responsible for `data` being usable on
-// the flow's loop thread; the runtime only passes it back.
-unsafe impl Send for SendPtr {}
-
-impl SendPtr {
-    /// The pointer (a method, so closures capture the whole `SendPtr`).
-    pub(crate) fn get(self) -> *mut c_void {
-        self.0
-    }
-}
 
 /// The handle behind a step's `FutoInAsyncSteps*`.
 #[repr(C)]
@@ -127,7 +112,7 @@ pub(crate) fn give_str(c: CString) -> *mut c_void {
 impl StepBsi {
     fn new() -> Self {
         StepBsi {
-            hdr: FutoInAsyncSteps { api: &STEP_API },
+            hdr: table::header::<StepBsi>(),
             owner: AtomicUsize::new(0),
             live: AtomicBool::new(false),
             root_id: AtomicIsize::new(0),
@@ -185,6 +170,8 @@ fn acquire(l: &Local) -> &'static StepBsi {
 static ALL: Mutex<Vec<&'static StepBsi>> = Mutex::new(Vec::new());
 
 /// A handle from the pool, bound to `s` for one callback that starts now.
+/// (Inline: `cabi::callback` runs it once per C callback.)
+#[inline]
 pub(crate) fn bind(s: &mut Step<'_>) -> &'static StepBsi {
     let b = LOCAL.with(|l| {
         if !l.given.borrow().is_empty() {
@@ -333,66 +320,6 @@ pub(crate) fn finish(s: &mut Step<'_>, b: &'static StepBsi) -> StepResult {
     r.map_or(Ok(()), Err)
 }
 
-/// Runs a C execute callback as the body of step `s`.
-pub(crate) fn run_exec(
-    s: &mut Step<'_>,
-    args: Args,
-    f: unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut c_void, *const FutoInArgs),
-    d: SendPtr,
-) -> StepResult {
-    let mut cargs = FutoInArgs::EMPTY;
-    // No args (the usual case between C steps): nothing to convert or to
-    // reset after.
-    let some = !args.is_empty();
-    if some {
-        value::to_c(args, &mut cargs);
-    }
-    let b = bind(s);
-    // SAFETY: a C callback given to add(); the handle is valid while it
-    // runs, and the args live until it returns. The pointer is a mutable
-    // one: the callback may move values out of the args, or forward them
-    // with success(), which resets them.
-    unsafe { f(b.ptr(), d.get(), std::ptr::addr_of_mut!(cargs)) };
-    if some {
-        value::reset_all(&mut cargs);
-    }
-    finish(s, b)
-}
-
-/// Runs a C error handler for step `s` failed with `e`.
-pub(crate) fn run_catch(
-    s: &mut Step<'_>,
-    e: &Error,
-    eh: unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut c_void, *const c_char),
-    d: SendPtr,
-) -> StepResult {
-    let code = CString::new(e.code()).unwrap_or_else(|_| c"InternalError".into());
-    let b = bind(s);
-    // SAFETY: a C error callback; code lives until it returns.
-    unsafe { eh(b.ptr(), d.get(), code.as_ptr()) };
-    finish(s, b)
-}
-
-/// The body of a C step: runs `f` (a NULL `f` fails the step). Clonable
-/// and `Send`, so it serves root models as well as running steps.
-pub(crate) fn exec_fn(
-    f: ExecuteCallback,
-    d: SendPtr,
-) -> impl FnOnce(&mut Step<'_>, Args) -> StepResult + Clone + Send + 'static {
-    move |s, a| match f {
-        Some(f) => run_exec(s, a, f, d),
-        None => Err(Error::internal("add(): the execute callback is NULL")),
-    }
-}
-
-/// The error handler of a C step.
-pub(crate) fn catch_fn(
-    eh: unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut c_void, *const c_char),
-    d: SendPtr,
-) -> impl FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static {
-    move |s, e| run_catch(s, e, eh, d)
-}
-
 /// The handle behind `p`, if it is one of our step handles (None for NULL
 /// and for any other handle, such as another implementation's).
 ///
@@ -404,8 +331,8 @@ pub(crate) unsafe fn get<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a StepBsi> {
     if !unsafe { is_ours(p) } {
         return None;
     }
-    // SAFETY: only `StepBsi::new` puts STEP_API in a handle, and a StepBsi
-    // starts with that header (`repr(C)`); step handles are never freed.
+    // SAFETY: only `StepBsi::new` puts its table in a header (`Table`), at
+    // the start of a StepBsi (`repr(C)`); step handles are never freed.
     Some(unsafe { &*(p as *const StepBsi) })
 }
 
@@ -527,43 +454,6 @@ pub(crate) fn with_ext<R>(
     catch_unwind(AssertUnwindSafe(|| f(&h))).ok()
 }
 
-/// Runs `call` on the loop behind `t` from outside it: soon, or after
-/// `delay_ms` (the `sched_*` entries called off the loop; the handle they
-/// return is empty).
-pub(crate) fn schedule_on(
-    t: &ToolHandle,
-    delay_ms: Option<u32>,
-    call: impl FnOnce() + Send + 'static,
-) {
-    match delay_ms {
-        None => t.call(move |_| call()),
-        Some(ms) => t.deferred(std::time::Duration::from_millis(ms.into()), move |_| call()),
-    }
-}
-
-/// Runs `f` with a handle bound to `s`, as a C callback would run.
-pub(crate) fn run_raw(s: &mut Step<'_>, f: impl FnOnce(*mut FutoInAsyncSteps)) -> StepResult {
-    let b = bind(s);
-    f(b.ptr());
-    finish(s, b)
-}
-
-/// [`run_raw`], also giving the step's external handle when the step
-/// waits once `f` returns (what ends the wait comes later).
-pub(crate) fn run_raw_waiting(
-    s: &mut Step<'_>,
-    f: impl FnOnce(*mut FutoInAsyncSteps),
-) -> (StepResult, Option<ExternalHandle>) {
-    let b = bind(s);
-    f(b.ptr());
-    let ext = if b.waited.get() {
-        b.ext.lock().clone()
-    } else {
-        None
-    };
-    (finish(s, b), ext)
-}
-
 /// Runs `f` with a handle bound to no step (already stale; `rootId`
 /// works): for calls made after a step ended, such as a sync unlock on
 /// cancel.
@@ -586,8 +476,8 @@ pub(crate) fn fail_step(p: *mut FutoInAsyncSteps, what: &'static str, e: Error) 
 /// # Safety
 /// As [`get`].
 pub(crate) unsafe fn is_ours(p: *mut FutoInAsyncSteps) -> bool {
-    // SAFETY: caller's contract: a non-NULL `p` is readable up to `api`.
-    !p.is_null() && std::ptr::eq(unsafe { (*p).api }, &STEP_API)
+    // SAFETY: caller's contract.
+    unsafe { table::is::<StepBsi>(p) }
 }
 
 /// [`with_step`] for the calls a parallel's handle does not take: on one,
@@ -625,8 +515,6 @@ fn plain<R>(
     }
 }
 
-/// Marks the step as waiting: its handle stays until the step ends, with
-/// the external handle and the loop for calls from outside the callback.
 /// The external handle of the waiting step behind `p`, if `p` is one of
 /// our step handles and its step waits: it refuses completions once that
 /// step has ended, even after the handle memory went to another step.
@@ -642,6 +530,8 @@ pub(crate) unsafe fn ext_of(p: *mut FutoInAsyncSteps) -> Option<ExternalHandle> 
     b.ext.lock().clone()
 }
 
+/// Marks the step as waiting: its handle stays until the step ends, with
+/// the external handle and the loop for calls from outside the callback.
 pub(crate) fn mark_wait(s: &mut Step<'_>, b: &StepBsi) {
     if s.in_error_handler() {
         return; // the engine has recorded the misuse

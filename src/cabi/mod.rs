@@ -109,11 +109,47 @@
 //! unsafe { futoin_runtime_free(rt) };
 //! # Ok::<(), futoin_asyncsteps::Error>(())
 //! ```
+//!
+//! ## Inside: the files, bottom first
+//!
+//! Each file imports only files listed before it, so a change to one can
+//! break only the files after it.
+//! - `types.rs`: the `#[repr(C)]` types, field for field as in the header.
+//! - `value.rs`: success args across the boundary, and [`BinaryValue`].
+//! - `table.rs`: how a handle of ours is told apart from any other: the
+//!   `Table` trait names the function table of each handle type.
+//! - `noop.rs`: the no-op entries of a handle that takes only `add()`.
+//! - `handle.rs`: step handles: the pool, binding one to a step, the
+//!   thread checks, the calls' access to the running step.
+//! - `callback.rs`: running a C callback as a step's body or error
+//!   handler, with a step handle bound for the call.
+//! - `cvar.rs`: C state variables (`stateVariable`) in a flow's state.
+//! - `sync.rs`: this runtime's sync objects as `FutoInSync`, and `addSync`.
+//! - `root.rs`: roots and root parallels, and the entries of their tables.
+//! - `step.rs`: the entries of the step handles' table.
+//! - `api.rs`: the four function tables: the top of the files before it,
+//!   and the one way in to the handles for the files after it.
+//! - `runtime.rs`: `futoin_runtime_new`/`_free` and `futoin_asyncsteps_new`.
+//! - `wrap/`: Rust steps in a foreign flow, reaching this crate's handles
+//!   only through `api.rs`; its files, bottom first:
+//!   - `boxes.rs`: where the Rust closures given to a foreign flow live
+//!     (a cell of the step's `stack()`, else the root's arena);
+//!   - `view.rs`: [`ForeignSteps`] itself, [`wrap`], [`wrap_step`], and
+//!     how a callback ends;
+//!   - `trampolines.rs`: the `extern "C"` trampolines that call those
+//!     closures, and adding a step or a parallel with them;
+//!   - `handles.rs`: [`ForeignParallel`], [`ForeignExternal`],
+//!     [`ForeignTask`];
+//!   - `root.rs`: [`ForeignRoot`], [`ForeignFlow`], Rust state variables;
+//!   - `calls.rs`: the calls of the spec on a [`ForeignSteps`].
+//! - `mod.rs` (this file): the public surface.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod types;
 
+mod api;
+mod callback;
 mod cvar;
 mod handle;
 mod noop;
@@ -121,6 +157,7 @@ mod root;
 mod runtime;
 mod step;
 mod sync;
+mod table;
 mod value;
 mod wrap;
 

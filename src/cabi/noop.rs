@@ -1,5 +1,6 @@
-//! The table of a handle that takes only `add()` (a root model's
-//! parallel): every other entry is a harmless no-op.
+//! The entries of a handle that takes only `add()` (a root model's
+//! parallel): every other entry is a harmless no-op. The table they make
+//! (`NOOP_API`) is in `cabi::api`.
 
 use super::types::*;
 use std::ffi::{c_char, c_int, c_void};
@@ -13,7 +14,7 @@ pub(crate) unsafe extern "C" fn noop_add(
 }
 
 // Every entry of a handle that takes only add(): harmless no-ops.
-unsafe extern "C" fn n_par(
+pub(crate) unsafe extern "C" fn n_par(
     _: *mut FutoInAsyncSteps,
     _: *mut c_void,
     _: ErrorCallback,
@@ -21,7 +22,7 @@ unsafe extern "C" fn n_par(
     std::ptr::null_mut()
 }
 #[allow(clippy::type_complexity)]
-unsafe extern "C" fn n_state(
+pub(crate) unsafe extern "C" fn n_state(
     _: *mut FutoInAsyncSteps,
     _: *mut c_void,
     _: *const c_char,
@@ -30,31 +31,41 @@ unsafe extern "C" fn n_state(
 ) -> *mut c_void {
     std::ptr::null_mut()
 }
-unsafe extern "C" fn n_stack(
+pub(crate) unsafe extern "C" fn n_stack(
     _: *mut FutoInAsyncSteps,
     _: usize,
     _: Option<unsafe extern "C" fn(*mut c_void)>,
 ) -> *mut c_void {
     std::ptr::null_mut()
 }
-unsafe extern "C" fn n_success(_: *mut FutoInAsyncSteps, a: *mut FutoInArgs) {
+pub(crate) unsafe extern "C" fn n_success(_: *mut FutoInAsyncSteps, a: *mut FutoInArgs) {
     // SAFETY: the caller's args, or NULL; the values are moved (reset).
     if let Some(a) = unsafe { a.as_mut() } {
         super::value::reset_all(a);
     }
 }
-unsafe extern "C" fn n_err(_: *mut FutoInAsyncSteps, _: *const c_char, _: *const c_char) {}
-unsafe extern "C" fn n_u32(_: *mut FutoInAsyncSteps, _: u32) {}
-unsafe extern "C" fn n_cancel_cb(_: *mut FutoInAsyncSteps, _: *mut c_void, _: CancelCallback) {}
-unsafe extern "C" fn n_unit(_: *mut FutoInAsyncSteps) {}
-unsafe extern "C" fn n_loop(
+pub(crate) unsafe extern "C" fn n_err(
+    _: *mut FutoInAsyncSteps,
+    _: *const c_char,
+    _: *const c_char,
+) {
+}
+pub(crate) unsafe extern "C" fn n_u32(_: *mut FutoInAsyncSteps, _: u32) {}
+pub(crate) unsafe extern "C" fn n_cancel_cb(
+    _: *mut FutoInAsyncSteps,
+    _: *mut c_void,
+    _: CancelCallback,
+) {
+}
+pub(crate) unsafe extern "C" fn n_unit(_: *mut FutoInAsyncSteps) {}
+pub(crate) unsafe extern "C" fn n_loop(
     _: *mut FutoInAsyncSteps,
     _: *mut c_void,
     _: LoopCallback,
     _: *const c_char,
 ) {
 }
-unsafe extern "C" fn n_repeat(
+pub(crate) unsafe extern "C" fn n_repeat(
     _: *mut FutoInAsyncSteps,
     _: *mut c_void,
     _: usize,
@@ -62,9 +73,10 @@ unsafe extern "C" fn n_repeat(
     _: *const c_char,
 ) {
 }
-unsafe extern "C" fn n_label(_: *mut FutoInAsyncSteps, _: *const c_char) {}
-unsafe extern "C" fn n_exec(_: *mut FutoInAsyncSteps, _: *mut c_void, _: ErrorCallback) {}
-unsafe extern "C" fn n_sync(
+pub(crate) unsafe extern "C" fn n_label(_: *mut FutoInAsyncSteps, _: *const c_char) {}
+pub(crate) unsafe extern "C" fn n_exec(_: *mut FutoInAsyncSteps, _: *mut c_void, _: ErrorCallback) {
+}
+pub(crate) unsafe extern "C" fn n_sync(
     _: *mut FutoInAsyncSteps,
     _: *mut FutoInSync,
     _: *mut c_void,
@@ -72,52 +84,24 @@ unsafe extern "C" fn n_sync(
     _: ErrorCallback,
 ) {
 }
-unsafe extern "C" fn n_id(_: *mut FutoInAsyncSteps) -> isize {
+pub(crate) unsafe extern "C" fn n_id(_: *mut FutoInAsyncSteps) -> isize {
     0
 }
-unsafe extern "C" fn n_int(_: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn n_int(_: *mut FutoInAsyncSteps) -> c_int {
     0
 }
-unsafe extern "C" fn n_new(_: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
+pub(crate) unsafe extern "C" fn n_new(_: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
     std::ptr::null_mut()
 }
 
-/// The no-op table the add()-only handles start from.
-pub(crate) const NOOP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(noop_add),
-    parallel: Some(n_par),
-    state_variable: Some(n_state),
-    stack: Some(n_stack),
-    success: Some(n_success),
-    handle_error: Some(n_err),
-    set_timeout: Some(n_u32),
-    set_cancel: Some(n_cancel_cb),
-    wait_external: Some(n_unit),
-    loop_: Some(n_loop),
-    repeat: Some(n_repeat),
-    break_loop: Some(n_label),
-    continue_loop: Some(n_label),
-    execute: Some(n_exec),
-    cancel: Some(n_unit),
-    add_sync: Some(n_sync),
-    root_id: Some(n_id),
-    is_valid: Some(n_int),
-    new_instance: Some(n_new),
-    free: Some(n_unit),
-    sched_immediate: Some(sched_immediate_noop),
-    sched_deferred: Some(sched_deferred_noop),
-    sched_cancel: Some(sched_cancel),
-    sched_is_valid: Some(sched_is_valid),
-    is_same_thread: Some(n_int),
-};
-unsafe extern "C" fn sched_immediate_noop(
+pub(crate) unsafe extern "C" fn sched_immediate_noop(
     _: *mut FutoInAsyncSteps,
     _: *mut c_void,
     _: SchedCallback,
 ) -> FutoInHandle {
     FutoInHandle::EMPTY
 }
-unsafe extern "C" fn sched_deferred_noop(
+pub(crate) unsafe extern "C" fn sched_deferred_noop(
     _: *mut FutoInAsyncSteps,
     _: u32,
     _: *mut c_void,

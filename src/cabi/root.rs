@@ -1,13 +1,14 @@
-//! Root handles (`futoin_asyncsteps_new`, `newInstance`) and the runtime
-//! entry points (`futoin_runtime_new`/`_free`).
+//! Root handles (`futoin_asyncsteps_new`, `newInstance`) and the entries
+//! of their table and of a root parallel's (the tables are in `cabi::api`).
 //!
 //! A root is an `Arc<RootBsi>`: C holds one reference (given back by
 //! `free`), a running flow another, so `free` may come at any time, from
 //! any thread, even from the flow's own unhandled-error callback.
 
+use super::callback::{catch_fn, exec_fn, schedule_on, SendPtr};
 use super::cvar::state_var;
-use super::handle::{catch_fn, exec_fn, schedule_on, SendPtr, QUARANTINE};
-use super::noop;
+use super::handle::QUARANTINE;
+use super::table;
 use super::types::*;
 use super::value::c_str;
 use crate::args::Args;
@@ -77,7 +78,7 @@ unsafe impl Sync for RootBsi {}
 
 /// A parallel added to a root's model.
 #[repr(C)]
-struct RootPar {
+pub(crate) struct RootPar {
     hdr: FutoInAsyncSteps,
     /// The root that owns this handle (never changes).
     root: *const RootBsi,
@@ -97,7 +98,7 @@ struct ParBox(NonNull<RootPar>);
 impl ParBox {
     fn new(root: &RootBsi) -> Self {
         ParBox(NonNull::from(Box::leak(Box::new(RootPar {
-            hdr: FutoInAsyncSteps { api: &ROOT_PAR_API },
+            hdr: table::header::<RootPar>(),
             root,
             idx: AtomicUsize::new(0),
             gen: AtomicU64::new(0),
@@ -122,7 +123,7 @@ static NEXT_ID: AtomicIsize = AtomicIsize::new(1);
 /// A new root on `rt`, as C gets it.
 pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
     let r = Arc::new(RootBsi {
-        hdr: FutoInAsyncSteps { api: &ROOT_API },
+        hdr: table::header::<RootBsi>(),
         // Odd ids never collide with the step ids (see `Step::root_id`),
         // which are even.
         id: NEXT_ID.fetch_add(2, Ordering::Relaxed),
@@ -147,11 +148,11 @@ pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
 /// readable up to its `api` field; one of our roots is one C has not freed.
 unsafe fn root<'a>(p: *mut FutoInAsyncSteps) -> Option<&'a RootBsi> {
     // SAFETY: caller's contract: a non-NULL `p` is readable up to `api`.
-    if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_API) {
+    if !unsafe { table::is::<RootBsi>(p) } {
         return None;
     }
-    // SAFETY: only `new_root` puts ROOT_API in a handle, on an
-    // `Arc<RootBsi>` whose value starts with that header (`repr(C)`); C
+    // SAFETY: only `new_root` puts the root table in a handle (`Table`), on
+    // an `Arc<RootBsi>` whose value starts with that header (`repr(C)`); C
     // has not freed it (caller's contract).
     Some(unsafe { &*(p as *const RootBsi) })
 }
@@ -176,7 +177,7 @@ fn poison(p: *mut FutoInAsyncSteps, what: &'static str) {
     }
 }
 
-unsafe extern "C" fn add(
+pub(crate) unsafe extern "C" fn add(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     f: ExecuteCallback,
@@ -196,7 +197,7 @@ unsafe extern "C" fn add(
     });
 }
 
-unsafe extern "C" fn parallel(
+pub(crate) unsafe extern "C" fn parallel(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     eh: ErrorCallback,
@@ -227,17 +228,17 @@ unsafe extern "C" fn parallel(
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn par_add(
+pub(crate) unsafe extern "C" fn par_add(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     f: ExecuteCallback,
     eh: ErrorCallback,
 ) {
     // SAFETY: the handle C passed: NULL or readable up to `api`.
-    if p.is_null() || !std::ptr::eq(unsafe { (*p).api }, &ROOT_PAR_API) {
+    if !unsafe { table::is::<RootPar>(p) } {
         return;
     }
-    // SAFETY: only `ParBox::new` puts ROOT_PAR_API in a handle, on a
+    // SAFETY: only `ParBox::new` puts its table in a handle (`Table`), on a
     // RootPar owned by its root, alive while the root is (C must not use
     // it after freeing the root); it is only ever borrowed shared.
     let par = unsafe { &*(p as *const RootPar) };
@@ -266,7 +267,7 @@ unsafe extern "C" fn par_add(
     });
 }
 
-unsafe extern "C" fn state_variable(
+pub(crate) unsafe extern "C" fn state_variable(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     name: *const c_char,
@@ -311,7 +312,7 @@ unsafe extern "C" fn state_variable(
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn stack(
+pub(crate) unsafe extern "C" fn stack(
     p: *mut FutoInAsyncSteps,
     _n: usize,
     _c: Option<unsafe extern "C" fn(*mut c_void)>,
@@ -319,26 +320,34 @@ unsafe extern "C" fn stack(
     poison(p, "stack()");
     std::ptr::null_mut()
 }
-unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
+pub(crate) unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
     // SAFETY: the caller's args, or NULL.
     if let Some(a) = unsafe { args.as_mut() } {
         super::value::reset_all(a);
     }
     poison(p, "success()");
 }
-unsafe extern "C" fn handle_error(p: *mut FutoInAsyncSteps, _c: *const c_char, _i: *const c_char) {
+pub(crate) unsafe extern "C" fn handle_error(
+    p: *mut FutoInAsyncSteps,
+    _c: *const c_char,
+    _i: *const c_char,
+) {
     poison(p, "handle_error()");
 }
-unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, _ms: u32) {
+pub(crate) unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, _ms: u32) {
     poison(p, "setTimeout()");
 }
-unsafe extern "C" fn set_cancel(p: *mut FutoInAsyncSteps, _d: *mut c_void, _c: CancelCallback) {
+pub(crate) unsafe extern "C" fn set_cancel(
+    p: *mut FutoInAsyncSteps,
+    _d: *mut c_void,
+    _c: CancelCallback,
+) {
     poison(p, "setCancel()");
 }
-unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
     poison(p, "waitExternal()");
 }
-unsafe extern "C" fn loop_(
+pub(crate) unsafe extern "C" fn loop_(
     p: *mut FutoInAsyncSteps,
     _d: *mut c_void,
     _f: LoopCallback,
@@ -346,7 +355,7 @@ unsafe extern "C" fn loop_(
 ) {
     poison(p, "loop()");
 }
-unsafe extern "C" fn repeat(
+pub(crate) unsafe extern "C" fn repeat(
     p: *mut FutoInAsyncSteps,
     _d: *mut c_void,
     _n: usize,
@@ -355,10 +364,10 @@ unsafe extern "C" fn repeat(
 ) {
     poison(p, "repeat()");
 }
-unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
+pub(crate) unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
     poison(p, "breakLoop()");
 }
-unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
+pub(crate) unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, _l: *const c_char) {
     poison(p, "continueLoop()");
 }
 
@@ -379,7 +388,11 @@ impl Drop for KeepRoot {
     }
 }
 
-unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, data: *mut c_void, ue: ErrorCallback) {
+pub(crate) unsafe extern "C" fn execute(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    ue: ErrorCallback,
+) {
     // SAFETY: the handle C passed (see `root`).
     if unsafe { root(p) }.is_none() {
         return;
@@ -478,14 +491,14 @@ fn cancel_run(r: &RootBsi) {
     }
 }
 
-unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
     // SAFETY: the handle C passed (see `root`).
     if let Some(r) = unsafe { root(p) } {
         guard(|| cancel_run(r));
     }
 }
 
-unsafe extern "C" fn add_sync(
+pub(crate) unsafe extern "C" fn add_sync(
     p: *mut FutoInAsyncSteps,
     sync: *mut FutoInSync,
     data: *mut c_void,
@@ -512,17 +525,17 @@ unsafe extern "C" fn add_sync(
     });
 }
 
-unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
+pub(crate) unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
     // SAFETY: the handle C passed (see `root`).
     unsafe { root(p) }.map_or(0, |r| r.id)
 }
 
-unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: the handle C passed (see `root`).
     unsafe { root(p) }.is_some() as c_int
 }
 
-unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
+pub(crate) unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
     // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return std::ptr::null_mut();
@@ -530,7 +543,7 @@ unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncS
     guard(|| new_root(r.inner.lock().rt.clone())).unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn free(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn free(p: *mut FutoInAsyncSteps) {
     // SAFETY: the handle C passed (see `root`).
     if unsafe { root(p) }.is_none() {
         return;
@@ -564,14 +577,14 @@ fn schedule(
     FutoInHandle::EMPTY
 }
 
-unsafe extern "C" fn sched_immediate(
+pub(crate) unsafe extern "C" fn sched_immediate(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     cb: SchedCallback,
 ) -> FutoInHandle {
     schedule(p, None, data, cb)
 }
-unsafe extern "C" fn sched_deferred(
+pub(crate) unsafe extern "C" fn sched_deferred(
     p: *mut FutoInAsyncSteps,
     ms: u32,
     data: *mut c_void,
@@ -579,7 +592,7 @@ unsafe extern "C" fn sched_deferred(
 ) -> FutoInHandle {
     schedule(p, Some(ms), data, cb)
 }
-unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: the handle C passed (see `root`).
     let Some(r) = (unsafe { root(p) }) else {
         return 0;
@@ -587,37 +600,3 @@ unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     let home = r.home.load(Ordering::Relaxed);
     (home != 0 && home == thread_mark()) as c_int
 }
-
-static ROOT_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(add),
-    parallel: Some(parallel),
-    state_variable: Some(state_variable),
-    stack: Some(stack),
-    success: Some(success),
-    handle_error: Some(handle_error),
-    set_timeout: Some(set_timeout),
-    set_cancel: Some(set_cancel),
-    wait_external: Some(wait_external),
-    loop_: Some(loop_),
-    repeat: Some(repeat),
-    break_loop: Some(break_loop),
-    continue_loop: Some(continue_loop),
-    execute: Some(execute),
-    cancel: Some(cancel),
-    add_sync: Some(add_sync),
-    root_id: Some(root_id),
-    is_valid: Some(is_valid),
-    new_instance: Some(new_instance),
-    free: Some(free),
-    sched_immediate: Some(sched_immediate),
-    sched_deferred: Some(sched_deferred),
-    sched_cancel: Some(noop::sched_cancel),
-    sched_is_valid: Some(noop::sched_is_valid),
-    is_same_thread: Some(is_same_thread),
-};
-
-/// A root parallel's handle: add() adds a branch; the rest are no-ops.
-static ROOT_PAR_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(par_add),
-    ..noop::NOOP_API
-};

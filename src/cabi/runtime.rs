@@ -1,7 +1,7 @@
 //! The runtime entry points: `futoin_runtime_new`, `futoin_runtime_free`
 //! and `futoin_asyncsteps_new`.
 
-use super::root::new_root;
+use super::api::new_root;
 use super::types::FutoInAsyncSteps;
 use crate::runtime::Runtime;
 use std::panic::{catch_unwind, AssertUnwindSafe};

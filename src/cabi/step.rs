@@ -1,10 +1,11 @@
-//! The vtable entries of step handles (see `cabi::handle`).
+//! The entries of the step handles' table (`cabi::api`); the handles
+//! themselves are in `cabi::handle`.
 
+use super::callback::{catch_fn, exec_fn, schedule_on, SendPtr};
 use super::cvar::{state_var, Allocate, Cleanup2};
 use super::handle::{
-    bind, bind_child, catch_fn, exec_fn, fail_step, finish, flag_off_loop, get, mark_wait,
-    schedule_on, try_cancel_cb, try_plain_step, try_step, with_ext, with_plain_step, with_step,
-    SendPtr,
+    bind, bind_child, fail_step, finish, flag_off_loop, get, mark_wait, try_cancel_cb,
+    try_plain_step, try_step, with_ext, with_plain_step, with_step,
 };
 use super::root;
 use super::types::*;
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 // ------------------------------------------------------------- entries
 
-unsafe extern "C" fn add(
+pub(crate) unsafe extern "C" fn add(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     f: ExecuteCallback,
@@ -53,7 +54,7 @@ unsafe extern "C" fn add(
     });
 }
 
-unsafe extern "C" fn parallel(
+pub(crate) unsafe extern "C" fn parallel(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     eh: ErrorCallback,
@@ -74,7 +75,7 @@ unsafe extern "C" fn parallel(
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn state_variable(
+pub(crate) unsafe extern "C" fn state_variable(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     name: *const c_char,
@@ -144,7 +145,7 @@ impl Drop for CBlock {
     }
 }
 
-unsafe extern "C" fn stack(
+pub(crate) unsafe extern "C" fn stack(
     p: *mut FutoInAsyncSteps,
     size: usize,
     cleanup: Option<unsafe extern "C" fn(*mut c_void)>,
@@ -176,7 +177,7 @@ unsafe extern "C" fn stack(
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
+pub(crate) unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
     // SAFETY: the caller's args (or NULL), as the header describes them.
     let a = match unsafe { args.as_mut() } {
         None => Ok(Args::new()),
@@ -208,7 +209,7 @@ unsafe extern "C" fn success(p: *mut FutoInAsyncSteps, args: *mut FutoInArgs) {
     }
 }
 
-unsafe extern "C" fn handle_error(
+pub(crate) unsafe extern "C" fn handle_error(
     p: *mut FutoInAsyncSteps,
     code: *const c_char,
     info: *const c_char,
@@ -249,14 +250,18 @@ unsafe extern "C" fn handle_error(
     }
 }
 
-unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, ms: u32) {
+pub(crate) unsafe extern "C" fn set_timeout(p: *mut FutoInAsyncSteps, ms: u32) {
     with_plain_step(p, "setTimeout()", |s, b| {
         s.set_timeout(Duration::from_millis(ms.into()));
         mark_wait(s, b);
     });
 }
 
-unsafe extern "C" fn set_cancel(p: *mut FutoInAsyncSteps, data: *mut c_void, ch: CancelCallback) {
+pub(crate) unsafe extern "C" fn set_cancel(
+    p: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    ch: CancelCallback,
+) {
     with_plain_step(p, "setCancel()", |s, b| {
         let Some(ch) = ch else {
             b.fail(
@@ -280,7 +285,7 @@ unsafe extern "C" fn set_cancel(p: *mut FutoInAsyncSteps, data: *mut c_void, ch:
     });
 }
 
-unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn wait_external(p: *mut FutoInAsyncSteps) {
     with_plain_step(p, "waitExternal()", mark_wait);
 }
 
@@ -320,7 +325,7 @@ fn add_loop<C: Copy>(
     });
 }
 
-unsafe extern "C" fn loop_(
+pub(crate) unsafe extern "C" fn loop_(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     f: LoopCallback,
@@ -341,7 +346,7 @@ unsafe extern "C" fn loop_(
     });
 }
 
-unsafe extern "C" fn repeat(
+pub(crate) unsafe extern "C" fn repeat(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     count: usize,
@@ -380,15 +385,19 @@ fn control(p: *mut FutoInAsyncSteps, l: *const c_char, brk: bool) {
     });
 }
 
-unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, l: *const c_char) {
+pub(crate) unsafe extern "C" fn break_loop(p: *mut FutoInAsyncSteps, l: *const c_char) {
     control(p, l, true);
 }
 
-unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, l: *const c_char) {
+pub(crate) unsafe extern "C" fn continue_loop(p: *mut FutoInAsyncSteps, l: *const c_char) {
     control(p, l, false);
 }
 
-unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, _data: *mut c_void, _ue: ErrorCallback) {
+pub(crate) unsafe extern "C" fn execute(
+    p: *mut FutoInAsyncSteps,
+    _data: *mut c_void,
+    _ue: ErrorCallback,
+) {
     fail_step(
         p,
         "execute()",
@@ -396,7 +405,7 @@ unsafe extern "C" fn execute(p: *mut FutoInAsyncSteps, _data: *mut c_void, _ue: 
     );
 }
 
-unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
     fail_step(
         p,
         "cancel()",
@@ -404,7 +413,7 @@ unsafe extern "C" fn cancel(p: *mut FutoInAsyncSteps) {
     );
 }
 
-unsafe extern "C" fn add_sync(
+pub(crate) unsafe extern "C" fn add_sync(
     p: *mut FutoInAsyncSteps,
     sync: *mut FutoInSync,
     data: *mut c_void,
@@ -419,17 +428,17 @@ unsafe extern "C" fn add_sync(
     });
 }
 
-unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
+pub(crate) unsafe extern "C" fn root_id(p: *mut FutoInAsyncSteps) -> isize {
     // SAFETY: the handle C passed: NULL or readable up to `api`.
     unsafe { get(p) }.map_or(0, |b| b.root_id.load(Ordering::Relaxed))
 }
 
-unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn is_valid(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: the handle C passed: NULL or readable up to `api`.
     unsafe { get(p) }.map_or(0, |b| b.live.load(Ordering::Acquire) as c_int)
 }
 
-unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
+pub(crate) unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncSteps {
     with_step(p, "newInstance()", |s, _| {
         root::runtime_of(s).map(root::new_root)
     })
@@ -437,7 +446,7 @@ unsafe extern "C" fn new_instance(p: *mut FutoInAsyncSteps) -> *mut FutoInAsyncS
     .unwrap_or(std::ptr::null_mut())
 }
 
-unsafe extern "C" fn free(_p: *mut FutoInAsyncSteps) {
+pub(crate) unsafe extern "C" fn free(_p: *mut FutoInAsyncSteps) {
     // A step's handle is not the caller's to free: a no-op.
 }
 
@@ -513,7 +522,7 @@ fn schedule(
     FutoInHandle::EMPTY
 }
 
-unsafe extern "C" fn sched_immediate(
+pub(crate) unsafe extern "C" fn sched_immediate(
     p: *mut FutoInAsyncSteps,
     data: *mut c_void,
     cb: SchedCallback,
@@ -521,7 +530,7 @@ unsafe extern "C" fn sched_immediate(
     schedule(p, None, data, cb)
 }
 
-unsafe extern "C" fn sched_deferred(
+pub(crate) unsafe extern "C" fn sched_deferred(
     p: *mut FutoInAsyncSteps,
     ms: u32,
     data: *mut c_void,
@@ -530,7 +539,7 @@ unsafe extern "C" fn sched_deferred(
     schedule(p, Some(ms), data, cb)
 }
 
-unsafe extern "C" fn sched_cancel(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) {
+pub(crate) unsafe extern "C" fn sched_cancel(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) {
     // From another thread a no-op, as the handles the scheduling calls give
     // there are empty (header, index 20..23).
     let cancel = |sched: &mut Scheduler| {
@@ -545,7 +554,10 @@ unsafe extern "C" fn sched_cancel(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle
     }
 }
 
-unsafe extern "C" fn sched_is_valid(p: *mut FutoInAsyncSteps, h: *mut FutoInHandle) -> c_int {
+pub(crate) unsafe extern "C" fn sched_is_valid(
+    p: *mut FutoInAsyncSteps,
+    h: *mut FutoInHandle,
+) -> c_int {
     // A query: from another thread it gives 0, as for an empty handle.
     let valid = |sched: &mut Scheduler| {
         // SAFETY: the caller's handle, or NULL.
@@ -556,36 +568,7 @@ unsafe extern "C" fn sched_is_valid(p: *mut FutoInAsyncSteps, h: *mut FutoInHand
         .unwrap_or(0)
 }
 
-unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
+pub(crate) unsafe extern "C" fn is_same_thread(p: *mut FutoInAsyncSteps) -> c_int {
     // SAFETY: the handle C passed: NULL or readable up to `api`.
     unsafe { get(p) }.is_some_and(|b| b.live.load(Ordering::Acquire) && b.on_loop()) as c_int
 }
-
-/// The vtable of step handles.
-pub(crate) static STEP_API: FutoInAsyncStepsAPI = FutoInAsyncStepsAPI {
-    add: Some(add),
-    parallel: Some(parallel),
-    state_variable: Some(state_variable),
-    stack: Some(stack),
-    success: Some(success),
-    handle_error: Some(handle_error),
-    set_timeout: Some(set_timeout),
-    set_cancel: Some(set_cancel),
-    wait_external: Some(wait_external),
-    loop_: Some(loop_),
-    repeat: Some(repeat),
-    break_loop: Some(break_loop),
-    continue_loop: Some(continue_loop),
-    execute: Some(execute),
-    cancel: Some(cancel),
-    add_sync: Some(add_sync),
-    root_id: Some(root_id),
-    is_valid: Some(is_valid),
-    new_instance: Some(new_instance),
-    free: Some(free),
-    sched_immediate: Some(sched_immediate),
-    sched_deferred: Some(sched_deferred),
-    sched_cancel: Some(sched_cancel),
-    sched_is_valid: Some(sched_is_valid),
-    is_same_thread: Some(is_same_thread),
-};

@@ -2,9 +2,8 @@
 //! Limiter as `FutoInSync*`, and `addSync` with any `FutoInSync` (ours, or
 //! a foreign one driven through its `lock`/`unlock`).
 
-use super::handle::{
-    catch_fn, exec_fn, fail_step, is_ours, run_raw, run_raw_waiting, with_detached, SendPtr,
-};
+use super::callback::{catch_fn, exec_fn, run_raw, run_raw_waiting, SendPtr};
+use super::handle::{fail_step, is_ours, with_detached};
 use super::types::*;
 use crate::args::Args;
 use crate::error::{codes, Error, StepResult};

@@ -1,8 +1,9 @@
 //! The handles a [`ForeignSteps`] gives out: a parallel builder, a waiting
 //! step's completion handle, a scheduled task.
 
-use super::keep::*;
-use super::ForeignSteps;
+use super::boxes::Keeper;
+use super::trampolines::{add_step, exec_fn, open_parallel, CatchFn, ExecFn, TaskFn};
+use super::view::{c_string, ForeignSteps};
 use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
 use crate::cabi::value;
@@ -113,7 +114,7 @@ impl ForeignExternal {
     /// started waiting.
     pub(super) unsafe fn new(bsi: *mut FutoInAsyncSteps) -> Self {
         // SAFETY: caller's contract (a handle readable up to `api`).
-        let own = unsafe { crate::cabi::handle::ext_of(bsi) };
+        let own = unsafe { crate::cabi::api::ext_of(bsi) };
         ForeignExternal { bsi, own }
     }
 

@@ -1,8 +1,12 @@
 //! A foreign root owned from Rust, and Rust state variables in a foreign
 //! flow.
 
-use super::keep::*;
-use super::{ForeignParallel, ForeignSteps};
+use super::boxes::{arena_of, Arena, Keeper};
+use super::handles::ForeignParallel;
+use super::trampolines::{
+    add_step, exec_fn, exec_tramp, unhandled_tramp, CatchFn, ExecFn, StepSlot, UnhandledSlot,
+};
+use super::view::{c_string, ForeignSteps};
 use crate::args::{FromArgs, IntoArgs};
 use crate::cabi::types::*;
 use crate::error::{Error, StepResult};
