@@ -102,7 +102,8 @@
 //! ## FTN12 names in Rust
 //!
 #![doc = include_str!("../docs/ftn12-names.md")]
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod args;
 pub mod cabi;

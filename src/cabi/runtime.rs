@@ -7,6 +7,7 @@ use crate::runtime::Runtime;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// An opaque `FutoInRuntime`: a [`Runtime`] owned by C.
+#[derive(Debug)]
 pub struct FutoInRuntime {
     rt: Runtime,
 }

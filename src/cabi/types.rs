@@ -91,6 +91,14 @@ pub union FutoInValueData {
     pub d: f64,
 }
 
+/// Shows no member: which one is set is known only from the value's type
+/// (and reading a wider member than was written reads uninitialised bytes).
+impl std::fmt::Debug for FutoInValueData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FutoInValueData").finish_non_exhaustive()
+    }
+}
+
 /// `FutoInBinaryValue`: one argument value.
 #[repr(C)]
 pub struct FutoInBinaryValue {
@@ -189,6 +197,7 @@ pub type SchedCallback = Option<unsafe extern "C" fn(data: *mut c_void)>;
 
 /// `FutoInAsyncStepsAPI`: the 25 entries in spec order.
 #[repr(C)]
+#[derive(Debug)]
 #[allow(missing_docs)] // the entries are the spec's, documented in the header
 #[allow(clippy::type_complexity)]
 pub struct FutoInAsyncStepsAPI {
@@ -281,6 +290,7 @@ pub struct FutoInAsyncSteps {
 
 /// `FutoInSyncAPI`
 #[repr(C)]
+#[derive(Debug)]
 #[allow(missing_docs)]
 pub struct FutoInSyncAPI {
     pub lock: Option<unsafe extern "C" fn(*mut FutoInAsyncSteps, *mut FutoInSync)>,

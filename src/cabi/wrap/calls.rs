@@ -191,8 +191,9 @@ impl ForeignSteps<'_> {
         // SAFETY: this callback's live handle; no allocate, so the
         // predefined string (or NULL) comes back.
         let p = unsafe { sv(self.bsi, std::ptr::null_mut(), name.as_ptr(), None, None) };
-        // SAFETY: the predefined variables are NUL-terminated strings.
         (!p.is_null()).then(|| {
+            // SAFETY: the predefined variables are NUL-terminated strings,
+            // and `p` is not NULL.
             unsafe { CStr::from_ptr(p.cast()) }
                 .to_string_lossy()
                 .into_owned()

@@ -30,9 +30,10 @@ unsafe extern "C" fn var_alloc(data: *mut c_void) -> *mut c_void {
 
 unsafe extern "C" fn var_free(_data: *mut c_void, v: *mut c_void) {
     if !v.is_null() {
-        // SAFETY: `v` is the `Box<VarCell>` `var_alloc` made; cleanup
-        // runs once. A panicking Drop has nobody to report to.
+        // A panicking Drop has nobody to report to.
         let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `v` is the `Box<VarCell>` `var_alloc` made; cleanup
+            // runs once.
             drop(unsafe { Box::from_raw(v as *mut VarCell) })
         }));
     }
