@@ -1,7 +1,17 @@
+//! `TestTool` runs its turns as `AsyncTool` runs its passes: the same
+//! program logs the same order on both tools (flows completing their own
+//! handles, a zero-delay timer, messages sent during a pass, run in it up
+//! to `DRAIN_MAX`).
+//!
+//! Regression tests: `TestTool` used to run each of these programs in
+//! another order than `AsyncTool` (every test here failed before the fix).
+
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, Scheduler, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
 type Log = Arc<Mutex<Vec<&'static str>>>;
+
 fn two_flows(s: &mut Scheduler) -> Log {
     let l: Log = Arc::default();
     for (a, b) in [("A", "A2"), ("B", "B2")] {
@@ -20,6 +30,7 @@ fn two_flows(s: &mut Scheduler) -> Log {
     }
     l
 }
+
 fn zero_timer(s: &mut Scheduler) -> Log {
     let l: Log = Arc::default();
     let (l1, l2) = (l.clone(), l.clone());
@@ -35,6 +46,7 @@ fn zero_timer(s: &mut Scheduler) -> Log {
     });
     l
 }
+
 /// Runs the program `f` sets up on an `AsyncTool` and on a `TestTool`
 /// until each is idle; what each logged.
 fn both<T: Clone>(f: fn(&mut Scheduler) -> Arc<Mutex<Vec<T>>>) -> (Vec<T>, Vec<T>) {
@@ -48,19 +60,23 @@ fn both<T: Clone>(f: fn(&mut Scheduler) -> Arc<Mutex<Vec<T>>>) -> (Vec<T>, Vec<T
     let v = lv.lock().unwrap().clone();
     (r, v)
 }
+
 #[test]
 fn flows_completing_their_own_handles_run_in_the_same_order_on_both_tools() {
     let (r, v) = both(two_flows);
     assert_eq!(r, v);
     assert_eq!(v, ["A", "B", "A2", "B2"]);
 }
+
 #[test]
 fn a_zero_delay_timer_runs_in_the_same_order_on_both_tools() {
     let (r, v) = both(zero_timer);
     assert_eq!(r, v);
     assert_eq!(v, ["X", "Y", "Z", "T"]);
 }
+
 type Names = Arc<Mutex<Vec<String>>>;
+
 /// A flow whose `repeat` completes its own handle each iteration (a local
 /// message sent while the messages of a pass run), beside an entry queued
 /// before that pass.
@@ -81,6 +97,7 @@ fn self_completing_loop(s: &mut Scheduler) -> Names {
     });
     l
 }
+
 #[test]
 fn messages_sent_during_a_pass_run_in_it_up_to_the_bound_on_both_tools() {
     let (r, v) = both(self_completing_loop);

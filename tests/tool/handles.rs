@@ -1,5 +1,11 @@
-//! Regression tests for loop and handle bugs found in review: each asserts
-//! the correct behaviour.
+//! Promises and handles across loops: a promise of a flow posted to a loop
+//! that stopped or was dropped, a `TaskHandle` of another loop given to
+//! `cancel()`, a waker that looks at the promise it wakes for, and
+//! `AsyncTool::block_on` of a flow on another loop.
+//!
+//! Regression tests for loop and handle defects found in review: each
+//! doc comment describes the defect as it was, and the test asserts the
+//! correct behaviour.
 
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, TestTool};
 use std::sync::mpsc;

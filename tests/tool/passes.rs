@@ -1,8 +1,16 @@
 //! The loop machinery of `AsyncTool` and `TestTool`: how a pass drains the
 //! inbox (the messages waiting when it starts, local and cross-thread in
-//! turn, then those sent meanwhile, up to `DRAIN_MAX`), when deadlines are counted from, `TestTool::block_on` on a
-//! flow of another loop, queue entries of flows that have ended, the count
-//! `iterate` returns, and loop callbacks whose panic payload panics on drop.
+//! turn, then those sent meanwhile, up to `DRAIN_MAX`), when deadlines are
+//! counted from, `TestTool::block_on` on a flow of another loop, queue
+//! entries of flows that have ended, the count `iterate` returns, and loop
+//! callbacks whose panic payload panics on drop.
+//!
+//! Regression tests: each guards against a defect these loops had (the
+//! behaviour its doc comment states is what the defect broke: a due timer
+//! or a cross-thread message held back behind a busy flow, delays counted
+//! from the start of a pass, `block_on` waiting for another loop's flow,
+//! phantom queue entries of ended flows, a fired timer counted twice, a
+//! panic payload's own panic unwinding out of the loop).
 
 use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, Error, Scheduler, TestTool};
 use std::cell::Cell;
