@@ -1,6 +1,6 @@
 //! Edges of the step API that its docs state: the typed-args mismatch
-//! message, `stack_get` of a value the step cannot reach, the waiting
-//! calls refused in an error handler, and timer delays capped at 100 years.
+//! message, `stack_get` of a value the step cannot reach, and the waiting
+//! calls refused in an error handler.
 
 use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -147,26 +147,6 @@ fn waiting_calls_in_an_error_handler_are_internal_errors() {
     let p = root.promise::<()>(&mut tool);
     assert_eq!(tool.block_on(p).unwrap_err().code(), codes::TIMEOUT);
     assert_eq!(tool.elapsed(), Duration::from_millis(10));
-}
-
-/// A limit above 100 years counts as 100 years, `Duration::MAX` included.
-#[test]
-fn huge_timeouts_count_as_a_hundred_years() {
-    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        s.set_timeout(Duration::MAX);
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::TIMEOUT);
-    assert_eq!(tool.elapsed(), CENTURY);
-
-    let mut tool = TestTool::new();
-    tool.deferred(Duration::MAX, |_| {});
-    assert_eq!(tool.run_all(), 1);
-    assert_eq!(tool.elapsed(), CENTURY);
 }
 
 /// Appends to the state's "log".

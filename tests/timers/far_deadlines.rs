@@ -1,7 +1,9 @@
 //! Timers at the edges of virtual time: huge advances of `TestTool`'s
-//! clock, and the order of timers set far along it.
+//! clock, the order of timers set far along it, and delays beyond any
+//! clock (`Duration::MAX`), which count as 100 years.
 
-use futoin_asyncsteps::TestTool;
+use crate::common::HandleSlot as Slot;
+use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -126,4 +128,57 @@ fn timers_at_the_far_end_of_virtual_time_run_in_scheduling_order() {
     assert_eq!(tool.run_all(), 2);
     assert_eq!(*log.borrow(), ["1s", "1ms"]);
     assert_eq!(tool.elapsed(), 500 * YEAR);
+}
+
+/// A limit above 100 years counts as 100 years, `Duration::MAX` included.
+#[test]
+fn huge_timeouts_count_as_a_hundred_years() {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let mut tool = TestTool::new();
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        s.set_timeout(Duration::MAX);
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::TIMEOUT);
+    assert_eq!(tool.elapsed(), CENTURY);
+
+    let mut tool = TestTool::new();
+    tool.deferred(Duration::MAX, |_| {});
+    assert_eq!(tool.run_all(), 1);
+    assert_eq!(tool.elapsed(), CENTURY);
+}
+
+/// Regression test for a defect found in review (the defect as it was,
+/// the test asserts the correct behaviour):
+///
+/// `set_timeout(Duration::MAX)` ("practically no limit") panics inside the
+/// scheduler (`Instant + Duration` overflow): the step fails with an
+/// InternalError, and the half-inserted timer task leaks in `tasks`.
+#[test]
+fn huge_timeout_is_not_a_panic() {
+    let mut tool = TestTool::new();
+    let slot = Slot::default();
+    let mut root = AsyncSteps::new();
+    let sl = slot.clone();
+    root.add(move |s, ()| {
+        s.set_timeout(Duration::MAX);
+        sl.put(s.wait_external());
+        Ok(())
+    });
+    let p = root.promise::<(u8,)>(&mut tool);
+    tool.run_all_ready();
+    if let Some(h) = slot.get() {
+        h.success((1u8,)).unwrap();
+    }
+    assert_eq!(
+        tool.block_on(p).map(|v| v.0).map_err(|e| e.to_string()),
+        Ok(1)
+    );
+    // And from the loop API directly: no panic.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tool.deferred(Duration::MAX, |_| {});
+    }));
+    assert!(r.is_ok(), "deferred(Duration::MAX) panicked");
 }
