@@ -307,29 +307,3 @@ fn a_default_mutex_lets_one_in_and_queues_the_rest() {
     }
     assert_eq!(tool.elapsed(), Duration::from_millis(500));
 }
-
-#[test]
-fn for_each_walks_an_array_as_the_spec_example_does() {
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        s.state().set("seen", Vec::<String>::new());
-        s.for_each(["apple", "banana"], |s, i, fruit| {
-            let seen = s.state().get_mut::<Vec<String>>("seen").unwrap();
-            seen.push(format!("{i}: {fruit}"));
-            Ok(())
-        });
-        Ok(())
-    });
-    // A model's for_each takes one too (arrays of Clone + Send items are).
-    root.for_each([10u8, 20], |s, i, n| {
-        let seen = s.state().get_mut::<Vec<String>>("seen").unwrap();
-        seen.push(format!("{i}: {n}"));
-        Ok(())
-    });
-    root.add(|s, ()| {
-        let seen = s.state().remove::<Vec<String>>("seen").unwrap();
-        s.success((seen,))
-    });
-    let seen = run::<(Vec<String>,)>(root).unwrap().0;
-    assert_eq!(seen, ["0: apple", "1: banana", "0: 10", "1: 20"]);
-}

@@ -7,9 +7,7 @@
 //! sub-step that waits, fails or breaks the loop, and nested loops (which
 //! must not grow the native stack).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futoin_asyncsteps::{Args, AsyncSteps, Step, TestTool};
 
 /// Logs `drop <name>` when dropped (a name per iteration).
