@@ -10,7 +10,7 @@
 #     timer wheel);
 #   - tests/cabi_wrap.rs (the C ABI and cabi::wrap, most of the unsafe
 #     code), tests/memory.rs (a counting global allocator),
-#     tests/errors_and_misuse.rs and tests/panics.rs (panics unwinding
+#     tests/errors/ and tests/panics.rs (panics unwinding
 #     through the engine, flows torn down after a panicking Drop);
 #   - the C programs of tests/cabi.rs (tests/c/*.c), compiled here the way
 #     tests/cabi.rs compiles them and run directly under valgrind (not
@@ -59,14 +59,14 @@ echo "== building test binaries (cargo test --no-run)"
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
 if ! cargo test --no-run --quiet --message-format=json \
-    --lib --test cabi_wrap --test memory --test errors_and_misuse --test panics >"$json"; then
+    --lib --test cabi_wrap --test memory --test errors --test panics >"$json"; then
     jq -r 'select(.reason == "compiler-message") | .message.rendered' "$json" >&2
     echo "valgrind.sh: the test binaries do not build" >&2
     exit 1
 fi
 
 # The test executable of a target: kind "lib" (the unit tests) or "test"
-# (tests/<name>.rs).
+# (tests/<name>.rs or tests/<name>/main.rs).
 exe_of() {
     jq -r --arg n "$1" --arg k "$2" '
         select(.reason == "compiler-artifact" and .executable != null
@@ -136,7 +136,7 @@ run_one() {
         "$label" "$verdict" "${tests:-?}" "$errors" "$lost" "$blocks")")
 }
 
-for t in lib cabi_wrap memory errors_and_misuse panics; do
+for t in lib cabi_wrap memory errors panics; do
     if [ "$t" = lib ]; then
         exe=$(exe_of futoin_asyncsteps lib)
     else

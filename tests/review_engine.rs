@@ -123,33 +123,6 @@ fn args_register_is_empty_after_flow_fails() {
     );
 }
 
-/// A step's cancel callback is skipped when the step itself raised the
-/// error, but kept: if its handler adds steps and one of them fails, the
-/// callback of the long-finished step runs then (and also on root cancel or
-/// an outer timeout while those steps run), yet not if they succeed.
-#[test]
-fn cancel_callback_of_a_failed_step_does_not_run_later() {
-    let mut tool = TestTool::new();
-    let log = Log::default();
-    let mut root = AsyncSteps::new();
-    let (l1, l2) = (log.clone(), log.clone());
-    root.add_catch(
-        move |s, ()| {
-            let l = l1.clone();
-            s.set_cancel(move || l.push("cancel callback of the read step"));
-            s.error("ReadError", "socket said no")
-        },
-        move |s, e| {
-            l2.push(format!("handler {}", e.code()));
-            s.add(|s, ()| s.error("RetryFailed", "again"));
-            Ok(())
-        },
-    );
-    let p = root.promise::<()>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap_err().code(), "RetryFailed");
-    assert_eq!(log.get(), ["handler ReadError"]);
-}
-
 /// Silence unused warnings for helpers used only by some tests.
 #[allow(dead_code)]
 fn _unused(_: Args) -> &'static str {

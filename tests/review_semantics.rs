@@ -1,11 +1,8 @@
 //! Engine semantics found wrong by reviews, each case failing before its
 //! fix: an error at the end of a step burst, parallel branches that never
-//! wait, completions that conflict in one step, a panicking promise waker,
-//! `Args::take`, and `async_stack` for an error a handler raised.
+//! wait, a panicking promise waker and `Args::take`.
 
-use futoin_asyncsteps::{
-    error::codes, Args, AsyncSteps, Error, ExternalHandle, IntoArgs, Step, StepResult, TestTool,
-};
+use futoin_asyncsteps::{Args, AsyncSteps, Error, ExternalHandle, IntoArgs, TestTool};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -180,50 +177,6 @@ fn a_long_branch_lets_its_sibling_go_on() {
     assert_eq!(entries(&l), ["B sub", "A end"]);
 }
 
-// ------------------------------------------------- one completion per step
-
-/// success() in a step whose external handle completed it already: the
-/// step fails with `InternalError`, not one completion silently dropped.
-#[test]
-fn an_external_completion_and_success_in_one_step_is_a_misuse() {
-    let mut tool = TestTool::new();
-    let ext: Slot<Result<(), Error>> = slot();
-    let mut root = AsyncSteps::new();
-    let e2 = ext.clone();
-    root.add(move |s, ()| {
-        let h = s.wait_external();
-        *e2.lock().unwrap() = Some(h.success((1i32,)));
-        s.success((2i32,))
-    });
-    root.add(|s, (v,): (i32,)| s.success((v,)));
-    let p = root.promise::<(i32,)>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
-    assert!(matches!(*ext.lock().unwrap(), Some(Ok(()))));
-    assert_eq!(e.code(), codes::INTERNAL_ERROR);
-    assert_eq!(
-        e.info(),
-        Some("an external completion and success() in the same step: a step completes once")
-    );
-}
-
-/// error() after success() in one callback is a misuse.
-#[test]
-fn error_after_success_is_a_misuse() {
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        s.success((1u8,))?;
-        s.error("MyError", "after success")
-    });
-    let p = root.promise::<(u8,)>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
-    assert_eq!(e.code(), codes::INTERNAL_ERROR);
-    assert_eq!(
-        e.info(),
-        Some("error() after success(): a step completes once (asked for MyError: after success)")
-    );
-}
-
 // ------------------------------------------------- a promise's waker
 
 /// A waker that panics when the flow completes: reported, and the loop
@@ -279,56 +232,4 @@ fn args_take_moves_the_rest_down() {
     root.add(|s, (v,): (String,)| s.success((v,)));
     let p = root.promise::<(String,)>(&mut tool);
     assert_eq!(tool.block_on(p).unwrap().0, "x");
-}
-
-// ------------------------------------------------- async_stack
-
-fn inner_step(s: &mut Step<'_>, _: ()) -> StepResult {
-    s.error("X", "x")
-}
-fn inner_handler(s: &mut Step<'_>, _: &Error) -> StepResult {
-    s.error("Y", "y")
-}
-fn inner_handler_breaks(s: &mut Step<'_>, _: &Error) -> StepResult {
-    s.break_label("NOPE")
-}
-fn outer_step(s: &mut Step<'_>, _: ()) -> StepResult {
-    s.add_catch(inner_step, inner_handler);
-    Ok(())
-}
-fn outer_step_breaking(s: &mut Step<'_>, _: ()) -> StepResult {
-    s.add_catch(inner_step, inner_handler_breaks);
-    Ok(())
-}
-
-/// The outer handler's view of an error an inner handler raised: its
-/// code and `async_stack`, last path segments only.
-fn seen_by_outer(
-    outer: impl Fn(&mut Step<'_>, ()) -> StepResult + Clone + Send + 'static,
-) -> String {
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    root.add_catch(outer, |s, e| {
-        let st: Vec<&str> = s
-            .state()
-            .async_stack()
-            .iter()
-            .map(|x| x.rsplit("::").next().unwrap())
-            .collect();
-        let seen = format!("{} {}", e.code(), st.join(","));
-        s.success((seen,))
-    });
-    let p = root.promise::<(String,)>(&mut tool);
-    tool.block_on(p).unwrap().0
-}
-
-/// An error raised by a handler names the step it handled last, as one
-/// the step raised itself would; so does a break that matched no loop.
-#[test]
-fn async_stack_of_an_error_from_a_handler_ends_with_the_handled_step() {
-    assert_eq!(seen_by_outer(outer_step), "Y outer_step,inner_step");
-    assert_eq!(
-        seen_by_outer(outer_step_breaking),
-        "LoopBreak outer_step_breaking,inner_step"
-    );
 }
