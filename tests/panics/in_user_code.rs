@@ -22,8 +22,7 @@
 //! One more test checks that a flow ended by a panicking `Drop` still
 //! drops the other values it held.
 
-mod common;
-
+use crate::common;
 use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::{
     error::codes, AsyncSteps, Error, ExternalHandle, FromArgs, Promise, TestTool,
@@ -257,10 +256,6 @@ fn assert_internal(case: Case, r: Result<(u32,), Error>) {
     );
 }
 
-// ---------------------------------------------------------------------------
-// TestTool
-// ---------------------------------------------------------------------------
-
 /// Runs `tool` one event at a time until `p` settles. A panic that escapes
 /// the loop, or a flow that never settles, fails the test with a message
 /// saying so.
@@ -451,10 +446,6 @@ fn test_tool_a_flow_ended_by_a_panicking_drop_releases_its_other_values() {
         "values the flow held, dropped"
     );
 }
-
-// ---------------------------------------------------------------------------
-// Runtime
-// ---------------------------------------------------------------------------
 
 /// Waits for `p` from another thread, failing the test after `HANG`.
 fn wait<T: FromArgs + Send + 'static>(p: Promise<T>, what: &str) -> Result<T, Error> {

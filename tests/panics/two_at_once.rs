@@ -4,8 +4,11 @@
 //! Rust's drop glue aborts the process on a second panic while the first
 //! unwinds; the engine drops such values one at a time, so the flow ends
 //! with `InternalError` naming the first panic, every value is dropped,
-//! and the loop goes on. (Before, each case aborted the whole process, so
-//! these live in their own test binary.)
+//! and the loop goes on.
+//!
+//! Regression tests: before the fix, each case aborted the whole process.
+//! Should one come back, it aborts this test binary (every test in it),
+//! not just fails its own test.
 
 use futoin_asyncsteps::{error::codes, ArgValue, AsyncSteps, TestTool};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -14,7 +17,9 @@ use std::time::Duration;
 
 /// Panics when dropped, after counting the drop.
 struct Boom(&'static str, Arc<AtomicUsize>);
+
 impl ArgValue for Boom {}
+
 impl Drop for Boom {
     fn drop(&mut self) {
         self.1.fetch_add(1, SeqCst);
@@ -133,6 +138,7 @@ fn a_panicking_cancel_callback_and_stack_value_on_timeout() {
 
 /// A panic payload whose own `Drop` panics.
 struct LoudPayload;
+
 impl Drop for LoudPayload {
     fn drop(&mut self) {
         panic!("drop of a payload");
@@ -142,6 +148,7 @@ impl Drop for LoudPayload {
 /// Panics with a [`LoudPayload`] when dropped.
 #[derive(Clone)]
 struct LoudBoom(Arc<AtomicUsize>);
+
 impl Drop for LoudBoom {
     fn drop(&mut self) {
         self.0.fetch_add(1, SeqCst);
@@ -195,22 +202,27 @@ fn for_each_leaves_two_panicking_items() {
 
 /// A key that panics when dropped, ordered by its number.
 struct BoomKey(u8, Arc<AtomicUsize>);
+
 impl PartialEq for BoomKey {
     fn eq(&self, o: &Self) -> bool {
         self.0 == o.0
     }
 }
+
 impl Eq for BoomKey {}
+
 impl PartialOrd for BoomKey {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
+
 impl Ord for BoomKey {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.0.cmp(&o.0)
     }
 }
+
 impl Drop for BoomKey {
     fn drop(&mut self) {
         self.1.fetch_add(1, SeqCst);
