@@ -1,19 +1,16 @@
-//! External completion from other threads, cancel, await of Rust futures
-//! (spec 1.3, 1.13, 2.2.3).
+//! External completion and cancel (spec 1.3, 1.13, 2.2.3): completions
+//! from other threads, many at once, errors, `is_valid`, a stale handle
+//! that must not reach a later step, a second completion refused, cancel
+//! through a `FlowHandle` (innermost first, from another thread, after
+//! its loop is gone) and through a `Promise` (before, while and after the
+//! flow runs).
 
+use crate::common::*;
 use futoin_asyncsteps::{
-    error::codes, AsyncSteps, AsyncTool, Error, ExternalHandle, FlowHandle, TestTool,
+    error::codes, AsyncSteps, AsyncTool, ExternalHandle, FlowHandle, TestTool,
 };
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
-
-mod common;
-use common::*;
 
 /// Adds three nested steps, each with a cancel callback; the innermost waits.
 fn nested_waiting(root: &mut AsyncSteps, l: &Log) {
@@ -40,68 +37,6 @@ fn nested_waiting(root: &mut AsyncSteps, l: &Log) {
         Ok(())
     });
 }
-
-// ------------------------------------------------------- a std-only oneshot
-
-struct OneShotInner<T> {
-    value: Option<T>,
-    waker: Option<Waker>,
-}
-
-/// Receiving side: a future that counts its polls.
-struct OneShotRx<T> {
-    inner: Arc<Mutex<OneShotInner<T>>>,
-    polls: Arc<AtomicUsize>,
-}
-
-/// Sending side: completes the future and wakes its task.
-struct OneShotTx<T> {
-    inner: Arc<Mutex<OneShotInner<T>>>,
-}
-
-fn oneshot<T>(polls: Arc<AtomicUsize>) -> (OneShotTx<T>, OneShotRx<T>) {
-    let inner = Arc::new(Mutex::new(OneShotInner {
-        value: None,
-        waker: None,
-    }));
-    (
-        OneShotTx {
-            inner: inner.clone(),
-        },
-        OneShotRx { inner, polls },
-    )
-}
-
-impl<T> OneShotTx<T> {
-    fn send(self, v: T) {
-        let w = {
-            let mut g = self.inner.lock().unwrap();
-            g.value = Some(v);
-            g.waker.take()
-        };
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-}
-
-impl<T> Future for OneShotRx<T> {
-    type Output = Result<(T,), Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.polls.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.inner.lock().unwrap();
-        match g.value.take() {
-            Some(v) => Poll::Ready(Ok((v,))),
-            None => {
-                g.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-}
-
-// ------------------------------------------------------- external handles
 
 #[test]
 fn external_success_from_another_thread_feeds_next_step() {
@@ -309,8 +244,6 @@ fn stale_external_handle_never_reaches_a_later_waiting_step() {
     assert_eq!(tool.pending().flows, 0);
 }
 
-// ------------------------------------------------------- cancel
-
 #[test]
 fn cancel_through_flow_handle_runs_cancel_callbacks_innermost_first() {
     let l = log();
@@ -464,142 +397,32 @@ fn promise_cancel_after_completion_keeps_result() {
     assert_eq!(tool.block_on(p).unwrap().0, 8);
 }
 
-// ------------------------------------------------------- await_future
-
 #[test]
-fn await_ready_future() {
+fn a_second_external_completion_says_completed_or_ended() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
     let mut tool = TestTool::new();
     let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        s.await_future(async { Ok::<_, Error>((40i32,)) });
-        s.await_future(std::future::ready(Ok::<_, Error>((2i32, "x".to_string()))));
-        Ok(())
-    });
-    root.add(|s, (v, t): (i32, String)| s.success((v, t)));
-    let p = root.promise::<(i32, String)>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap(), (2, "x".to_string()));
-
-    // The output of one awaited future feeds the next step.
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        s.await_future(async { Ok::<_, Error>((40i32,)) });
-        s.add(|s, (v,): (i32,)| s.success((v + 2,)));
-        Ok(())
-    });
-    let p = root.promise::<(i32,)>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap().0, 42);
-}
-
-#[test]
-fn await_oneshot_completed_from_another_thread_is_polled_only_when_woken() {
-    let polls = Arc::new(AtomicUsize::new(0));
-    let (tx, rx) = oneshot::<i32>(polls.clone());
-    let rx_slot = Arc::new(Mutex::new(Some(rx)));
-    let mut tool = AsyncTool::new().unwrap();
-    let mut root = AsyncSteps::new();
+    let log = seen.clone();
     root.add(move |s, ()| {
-        let rx = rx_slot.lock().unwrap().take().unwrap();
-        s.await_future(rx);
+        let h = s.wait_external();
+        // Completed, not ended yet: the completion is on its way.
+        let mut log = log.lock().unwrap();
+        log.push(format!("{:?}", h.success((1u8,))));
+        log.push(format!("{:?}", h.success((2u8,))));
+        log.push(format!("{:?}", h.error("Boom", "late")));
         Ok(())
     });
-    root.add(|s, (v,): (i32,)| s.success((v * 2,)));
-    let p = root.promise::<(i32,)>(&mut tool);
-
-    tool.iterate(Some(Duration::ZERO)).unwrap();
-    assert_eq!(polls.load(Ordering::SeqCst), 1);
-    // Nothing woke it: more turns do not poll it again.
-    for _ in 0..5 {
-        tool.iterate(Some(Duration::ZERO)).unwrap();
-    }
-    assert_eq!(polls.load(Ordering::SeqCst), 1);
-    assert!(!p.is_done());
-
-    thread::spawn(move || tx.send(21)).join().unwrap();
-    assert_eq!(tool.block_on(p).unwrap().0, 42);
-    assert_eq!(polls.load(Ordering::SeqCst), 2);
-}
-
-#[test]
-fn await_future_error_goes_to_handler() {
-    let l = log();
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    let a = l.clone();
-    root.add_catch(
-        |s, ()| {
-            s.await_future(async { Err::<(i32,), _>(Error::with_info("FutError", "bad")) });
-            s.add(|s, (v,): (i32,)| s.success((v,)));
-            Ok(())
-        },
-        move |s, e| {
-            push(&a, format!("handler {} {:?}", e.code(), e.info()));
-            s.success((-1i32,))
-        },
+    let p = root.promise::<(u8,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap(), (1,));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "Ok(())",
+            "Err(Error { code: \"InternalError\", info: Some(\"external success(): \
+             the step has already completed or ended\") })",
+            "Err(Error { code: \"InternalError\", info: Some(\"external error(): \
+             the step has already completed or ended\") })",
+        ]
     );
-    let p = root.promise::<(i32,)>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap().0, -1);
-    assert_eq!(entries(&l), ["handler FutError Some(\"bad\")"]);
-
-    // A plain io::Error output converts through Into<Error>.
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| {
-        s.await_future(async { Err::<(), _>(std::io::Error::other("disk")) });
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    let e = tool.block_on(p).unwrap_err();
-    assert_eq!(e.code(), codes::COMM_ERROR);
-    assert_eq!(e.info(), Some("disk"));
-}
-
-#[test]
-fn cancelling_the_flow_drops_the_awaited_future() {
-    let l = log();
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    let a = l.clone();
-    root.add(move |s, ()| {
-        let a1 = a.clone();
-        s.set_cancel(move || push(&a1, "outer cancel"));
-        let g = Guard(a.clone(), "future");
-        s.await_future(async move {
-            let _g = g;
-            std::future::pending::<Result<(), Error>>().await
-        });
-        Ok(())
-    });
-    let mut p = root.promise::<()>(&mut tool);
-    tool.run_all();
-    assert!(p.try_take().is_none());
-    assert!(entries(&l).is_empty());
-    p.cancel();
-    assert_eq!(tool.block_on(p).unwrap_err().code(), codes::CANCELED);
-    assert_eq!(entries(&l), ["drop future", "outer cancel"]);
-}
-
-#[test]
-fn timeout_drops_the_awaited_future_before_the_handler() {
-    let l = log();
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    let (a, b) = (l.clone(), l.clone());
-    root.add_catch(
-        move |s, ()| {
-            s.set_timeout(ms(20));
-            let g = Guard(a.clone(), "future");
-            s.await_future(async move {
-                let _g = g;
-                std::future::pending::<Result<(), Error>>().await
-            });
-            Ok(())
-        },
-        move |s, e| {
-            push(&b, format!("handler {}", e.code()));
-            s.success(())
-        },
-    );
-    let p = root.promise::<()>(&mut tool);
-    tool.block_on(p).unwrap();
-    assert_eq!(tool.elapsed(), ms(20));
-    assert_eq!(entries(&l), ["drop future", "handler Timeout"]);
 }

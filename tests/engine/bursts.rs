@@ -1,20 +1,25 @@
-//! Engine semantics found wrong by reviews, each case failing before its
-//! fix: an error at the end of a step burst, parallel branches that never
-//! wait, a panicking promise waker and `Args::take`.
+//! One activation of a flow runs at most a burst of steps (1024), then
+//! the flow yields: a failure at the end of a burst, parallel branches
+//! that never wait, and a timeout of a flow parked because its burst was
+//! spent.
+//!
+//! Regression tests for defects found in review, each failing before its
+//! fix: an error at the end of a burst was parked instead of unwound (an
+//! external completion could then pop the failed step as a success, and a
+//! failed future was polled again); a strand that had spent its burst was
+//! taken first again, so a branch that never waits starved its siblings;
+//! a timeout while the flow was parked replayed a stale entry.
 
-use futoin_asyncsteps::{Args, AsyncSteps, Error, ExternalHandle, IntoArgs, TestTool};
+use crate::common::{entries, log, push, HandleSlot as Slot, Recorder as Log};
+use futoin_asyncsteps::{AsyncSteps, Error, ExternalHandle, TestTool};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
-
-mod common;
-use common::*;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// One activation runs at most this many steps (the engine's burst).
 const BURST: usize = 1024;
-
-// ------------------------------------------------- an error ends a burst
 
 /// A step that fails as the last step of a burst: its handler runs, and
 /// its external handle, taken before it failed, is refused.
@@ -97,8 +102,6 @@ fn a_future_failing_at_the_end_of_a_burst_is_not_polled_again() {
     );
 }
 
-// ------------------------------------------------- parallel branches
-
 /// A branch that loops without waiting until a sibling's second step sets
 /// a flag: the sibling gets its turn after a burst (before, the looping
 /// branch was taken first at every activation and the flow never ended).
@@ -177,59 +180,46 @@ fn a_long_branch_lets_its_sibling_go_on() {
     assert_eq!(entries(&l), ["B sub", "A end"]);
 }
 
-// ------------------------------------------------- a promise's waker
-
-/// A waker that panics when the flow completes: reported, and the loop
-/// goes on.
+/// Regression test for a defect found in review (the defect as it was,
+/// the test asserts the correct behaviour):
+///
+/// A timeout of an outer step fires while the flow is parked in `ready`
+/// because its step budget ran out. The timeout unwinds the strand, the
+/// handler recovers and the flow goes on to a waiting step B; then the stale
+/// `Queued::Next` that was parked for the (now gone) loop is replayed on the
+/// same strand: it pops B's frame although B still waits and runs C.
 #[test]
-fn a_panicking_promise_waker_does_not_leave_the_loop() {
-    struct PanicWake;
-    impl Wake for PanicWake {
-        fn wake(self: Arc<Self>) {
-            panic!("waker panics");
-        }
-    }
+fn timeout_while_parked_by_budget_does_not_replay_stale_ready_entry() {
     let mut tool = TestTool::new();
+    let log = Log::default();
+    let slot = Slot::default();
     let mut root = AsyncSteps::new();
-    root.add(|s, ()| s.success((1u8,)));
-    let mut p = root.promise::<(u8,)>(&mut tool);
-    let w = Waker::from(Arc::new(PanicWake));
-    assert!(Pin::new(&mut p)
-        .poll(&mut Context::from_waker(&w))
-        .is_pending());
-    let mut other = AsyncSteps::new();
-    other.add(|s, ()| s.success((2u8,)));
-    let q = other.promise::<(u8,)>(&mut tool);
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.run_all()));
-    assert!(r.is_ok(), "the waker's panic stays inside");
-    assert_eq!(tool.block_on(q).unwrap(), (2,));
-    assert_eq!(p.try_take().expect("ended").unwrap(), (1,));
-}
-
-// ------------------------------------------------- Args::take
-
-/// `take` moves the later values down: `len`, `is_empty` and the next
-/// step's types agree.
-#[test]
-fn args_take_moves_the_rest_down() {
-    let mut a = (1i32, String::from("x"), true).into_args();
-    assert!(a.take(1).is_some());
-    assert_eq!(a.len(), 2);
-    assert_eq!(a.type_names(), "(i32, bool)");
-    assert!(a.take(0).is_some());
-    assert_eq!((a.len(), a.is_empty()), (1, false));
-    assert!(a.take(1).is_none(), "nothing at 1");
-    assert!(a.take(0).is_some());
-    assert!(a.is_empty());
-
-    let mut tool = TestTool::new();
-    let mut root = AsyncSteps::new();
-    root.add(|s, ()| s.success((1i32, String::from("x"))));
-    root.add(|s, mut a: Args| {
-        a.take(0);
-        s.success(a)
+    let l = log.clone();
+    root.add_catch(
+        |s, ()| {
+            s.set_timeout(Duration::ZERO);
+            s.repeat(1_000_000, |_, _| Ok(()));
+            Ok(())
+        },
+        move |s, e| {
+            l.push(format!("handler {}", e.code()));
+            s.success(())
+        },
+    );
+    let (l, sl) = (log.clone(), slot.clone());
+    root.add(move |s, ()| {
+        l.push("B waits");
+        sl.put(s.wait_external());
+        Ok(())
     });
-    root.add(|s, (v,): (String,)| s.success((v,)));
-    let p = root.promise::<(String,)>(&mut tool);
-    assert_eq!(tool.block_on(p).unwrap().0, "x");
+    let l = log.clone();
+    root.add(move |_, ()| {
+        l.push("C");
+        Ok(())
+    });
+    let mut p = root.promise::<()>(&mut tool);
+    tool.run_for(50);
+    assert_eq!(log.get(), ["handler Timeout", "B waits"]);
+    assert!(slot.get().expect("B ran").is_valid(), "B must still wait");
+    assert!(p.try_take().is_none(), "the flow must still wait in B");
 }
