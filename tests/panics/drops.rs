@@ -1,7 +1,9 @@
 //! Panicking `Drop`s of values the engine holds outside any callback: a
 //! value on a step's stack, and a detached flow's result args. The flow
 //! still ends (its promise settles, or its `InternalError` reaches the
-//! unhandled-error hook), and the loop lives on.
+//! unhandled-error hook), and the loop lives on. A panicking `Drop` in a
+//! recycled `Extra` is `tests/sync/mutex.rs`'s
+//! `a_flow_ended_by_a_panicking_drop_still_frees_its_slot`.
 
 use futoin_asyncsteps::{error::codes, ArgValue, AsyncSteps, TestTool};
 use std::sync::{Arc, Mutex as StdMutex};

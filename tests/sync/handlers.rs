@@ -4,9 +4,7 @@
 //! the next waiter is not held up meanwhile; a lock the step got stays
 //! with it until it ends (its `stack()` values end first, as always).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futoin_asyncsteps::sync::{ISync, Mutex, Section, Throttle};
 use futoin_asyncsteps::{
     error::codes, Args, AsyncSteps, Error, Promise, Step, StepResult, TestTool,

@@ -1,11 +1,11 @@
 //! Cases found in a review of the engine's fast paths: a sync called
 //! directly from a step that already set a timeout or cancel callback, a
 //! wrapper `ISync` that adds steps after the inner sync, and `async_stack`
-//! with a free and a contended lock.
+//! with a free and a contended lock. Regression tests: the sync cases
+//! that a fast path of the engine (found wrong in that review, and
+//! reverted) broke.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futoin_asyncsteps::sync::{ISync, Mutex, Section};
 use futoin_asyncsteps::{Args, AsyncSteps, Error, Step, StepResult, TestTool};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -58,6 +58,7 @@ fn set_cancel_then_direct_sync_completes() {
 /// A wrapper ISync that adds a step after the inner sync (inside the lock).
 #[derive(Clone)]
 struct After(Mutex);
+
 impl ISync for After {
     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
         self.0.sync(s, args, section)?;

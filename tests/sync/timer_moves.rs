@@ -2,13 +2,9 @@
 //! while flows wait on other loops, the timer moves to one of theirs, so
 //! no waiter is left without a next period.
 
+use crate::common::ms;
 use futoin_asyncsteps::sync::Throttle;
 use futoin_asyncsteps::{AsyncSteps, Promise, TestTool};
-use std::time::Duration;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// A throttle of one entry per 100 ms whose period timer runs on the
 /// returned loop (a first flow entered there).
