@@ -1,10 +1,9 @@
 //! Bad settings and misuse around loops and runtimes: none kills a loop
 //! thread (which would leave every flow placed on it unanswered), panics,
-//! hangs, or loses an error.
+//! hangs, or loses an error. Regression tests for defects of that kind;
+//! where a doc comment says what used to happen, that was the defect.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, Error, TakeOnce, TestTool};
 use std::cell::Cell;
@@ -213,6 +212,7 @@ fn a_flow_queued_on_a_loop_and_never_started_is_canceled_at_shutdown() {
 /// A value whose `Drop` panics, captured by a queued flow's step.
 #[derive(Clone)]
 struct Boom;
+
 impl Drop for Boom {
     fn drop(&mut self) {
         panic!("drop of a queued flow's value");
@@ -339,6 +339,7 @@ fn a_flow_cancelled_before_it_starts_with_a_panicking_value_leaves_its_loop_aliv
 /// Counts its drops.
 #[derive(Clone)]
 struct Tracked(Arc<AtomicUsize>);
+
 impl Drop for Tracked {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
