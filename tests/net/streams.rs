@@ -2,20 +2,18 @@
 //! from a slow client, a client that disconnects mid-request, a peer
 //! reset, end of stream, a large write over many writable events, a read
 //! timeout, cancel of a flow blocked in a read, connect failures, many
-//! concurrent clients on a runtime, and `serve_stream` (requests split
-//! across reads, the peer closing, a reply larger than the socket buffer,
-//! a failing handler). Registrations and flows count back to
-//! zero.
+//! concurrent clients on a runtime, reads and writes of nothing (done at
+//! once whatever the socket's readiness), a buffer that grows across
+//! reads, and a length far beyond any memory. Registrations and flows
+//! count back to zero.
 
-#[path = "common/tcp.rs"]
-mod tcp;
-
-use futoin_asyncsteps::io::net;
+use crate::tcp::{conn_flow, pair};
+use crate::{assert_clean, echo_rounds};
+use futoin_asyncsteps::io::{mio::Interest, net, Ready};
 use futoin_asyncsteps::{error::codes, runtime::Runtime, AsyncSteps, AsyncTool, Error, TakeOnce};
 use mio::net::{TcpListener, TcpStream};
 use std::io::{Read, Write};
 use std::time::Duration;
-use tcp::{conn_flow, pair};
 
 /// A flow that reads exactly `n` bytes from `conn` with an optional limit.
 fn reader(conn: TakeOnce<TcpStream>, n: usize, limit: Option<Duration>) -> AsyncSteps {
@@ -29,11 +27,6 @@ fn reader(conn: TakeOnce<TcpStream>, n: usize, limit: Option<Duration>) -> Async
         Ok(())
     });
     root
-}
-
-fn assert_clean(tool: &AsyncTool) {
-    let st = tool.stats();
-    assert_eq!((st.io, st.flows), (0, 0), "{st:?}");
 }
 
 #[test]
@@ -272,147 +265,6 @@ fn many_clients_served_by_flows_spread_over_the_loops() {
     assert!(live.iter().all(|s| s.flows == 0), "{live:?}");
 }
 
-/// A `serve_stream` handler answering each line with its length; `quit`
-/// answers `bye` and closes.
-fn line_lengths(input: &mut Vec<u8>, output: &mut Vec<u8>) -> Result<net::Then, Error> {
-    while let Some(end) = input.iter().position(|&b| b == b'\n') {
-        let line: Vec<u8> = input.drain(..=end).collect();
-        if line == b"quit\n" {
-            output.extend_from_slice(b"bye\n");
-            return Ok(net::Then::Close);
-        }
-        output.extend_from_slice(format!("{}\n", line.len() - 1).as_bytes());
-    }
-    Ok(net::Then::Read)
-}
-
-#[test]
-fn serve_stream_answers_requests_split_across_reads_then_closes() {
-    let mut tool = AsyncTool::new().unwrap();
-    let (mut client, conn) = pair();
-    // max_read 3: a line takes several reads, some without a wait between.
-    let root = conn_flow(conn, |s, c| {
-        net::serve_stream(s, c, 3, line_lengths);
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    let talker = std::thread::spawn(move || {
-        for part in [&b"hel"[..], b"lo\nfu", b"toin\n", b"quit\n"] {
-            client.write_all(part).unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let mut reply = String::new();
-        client.read_to_string(&mut reply).unwrap(); // EOF: the flow closed it
-        reply
-    });
-    tool.block_on(p).unwrap();
-    // The socket closes when the flow ends (it drops with the stack).
-    assert_eq!(talker.join().unwrap(), "5\n6\nbye\n");
-    assert_clean(&tool);
-}
-
-#[test]
-fn serve_stream_writes_the_replies_then_ends_when_the_peer_closes() {
-    let mut tool = AsyncTool::new().unwrap();
-    let (mut client, conn) = pair();
-    let root = conn_flow(conn, |s, c| {
-        net::serve_stream(s, c, 1024, line_lengths);
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    client.write_all(b"ab\nabcd\nxyz").unwrap();
-    client.shutdown(std::net::Shutdown::Write).unwrap();
-    tool.block_on(p).unwrap();
-    let mut reply = String::new();
-    client.read_to_string(&mut reply).unwrap();
-    assert_eq!(reply, "2\n4\n", "the partial line is dropped");
-    assert_clean(&tool);
-}
-
-#[test]
-fn serve_stream_holds_a_large_reply_until_the_peer_reads_it() {
-    let mut tool = AsyncTool::new().unwrap();
-    let (mut client, conn) = pair();
-    const LEN: usize = 8 << 20;
-    let root = conn_flow(conn, |s, c| {
-        net::serve_stream(s, c, 1024, |input, output| {
-            // One request: "big\n" asks for LEN bytes.
-            if input.ends_with(b"\n") {
-                input.clear();
-                output.extend((0..LEN).map(|i| (i % 251) as u8));
-            }
-            Ok(net::Then::Read)
-        });
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    let reader = std::thread::spawn(move || {
-        client.write_all(b"big\n").unwrap();
-        let mut got = Vec::with_capacity(LEN);
-        let mut buf = [0u8; 65536];
-        while got.len() < LEN {
-            let n = client.read(&mut buf).unwrap();
-            assert!(n > 0, "early EOF at {}", got.len());
-            got.extend_from_slice(&buf[..n]);
-        }
-        drop(client); // all read: the server sees EOF and ends
-        got
-    });
-    tool.block_on(p).unwrap();
-    let got = reader.join().unwrap();
-    assert_eq!(got.len(), LEN);
-    assert!(
-        got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8),
-        "the bytes arrived intact and in order"
-    );
-    assert_clean(&tool);
-}
-
-#[test]
-fn serve_stream_fails_with_the_handlers_error() {
-    let mut tool = AsyncTool::new().unwrap();
-    let (mut client, conn) = pair();
-    let root = conn_flow(conn, |s, c| {
-        net::serve_stream(s, c, 1024, |input, _| {
-            Err(Error::with_info(
-                codes::INVALID_REQUEST,
-                format!("refused {} bytes", input.len()),
-            ))
-        });
-        Ok(())
-    });
-    let p = root.promise::<()>(&mut tool);
-    client.write_all(b"hello").unwrap();
-    let e = tool.block_on(p).unwrap_err();
-    assert_eq!(e.code(), codes::INVALID_REQUEST);
-    assert_eq!(e.info(), Some("refused 5 bytes"));
-    assert_clean(&tool);
-}
-
-#[test]
-fn serve_stream_echoes_many_round_trips_on_a_runtime() {
-    let rt = Runtime::builder()
-        .loops(2)
-        .pin_threads(false)
-        .build()
-        .unwrap();
-    let (mut client, conn) = pair();
-    let root = conn_flow(conn, |s, c| {
-        net::serve_stream(s, c, 16, |input, output| {
-            output.append(input);
-            Ok(net::Then::Read)
-        });
-        Ok(())
-    });
-    let p = rt.spawn::<()>(root);
-    echo_rounds(
-        &mut client,
-        (0..1000u32).map(|i| format!("round {i:04} of 1000, more than 16 bytes")),
-    );
-    drop(client);
-    p.wait().unwrap();
-}
-
 #[test]
 fn a_read_after_a_short_read_waits_and_gets_what_came_meanwhile() {
     let mut tool = AsyncTool::new().unwrap();
@@ -473,13 +325,121 @@ fn request_response_with_read_some_and_write_all_many_times() {
     p.wait().unwrap();
 }
 
-/// Sends each message and expects it back, one round trip at a time.
-fn echo_rounds(client: &mut std::net::TcpStream, msgs: impl Iterator<Item = String>) {
-    use std::io::{Read, Write};
-    for msg in msgs {
-        client.write_all(msg.as_bytes()).unwrap();
-        let mut back = vec![0u8; msg.len()];
-        client.read_exact(&mut back).unwrap();
-        assert_eq!(back, msg.as_bytes());
-    }
+#[test]
+fn read_exact_zero_after_a_short_read() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, move |s, c| {
+        s.set_timeout(Duration::from_millis(500));
+        net::read_some(s, c, 64);
+        s.add(move |s, (_,): (Vec<u8>,)| {
+            net::read_exact(s, c, 0);
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    client.write_all(b"hdr").unwrap();
+    let r = tool
+        .block_on(p)
+        .map(|v| v.0)
+        .map_err(|e| e.code().to_owned());
+    assert_eq!(r, Ok(vec![]));
+    assert_clean(&tool);
+}
+
+#[test]
+fn read_exact_zero_on_a_closed_stream_is_empty() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (client, conn) = pair();
+    drop(client);
+    let root = conn_flow(conn, move |s, c| {
+        net::read_exact(s, c, 0);
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap().0, Vec::<u8>::new());
+    assert_clean(&tool);
+}
+
+#[test]
+fn write_all_empty_after_a_timed_out_write() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (_client, conn) = pair(); // never reads
+    let root = conn_flow(conn, move |s, c| {
+        s.add(move |s, ()| s.wait_io(c, Interest::WRITABLE));
+        s.add_catch(
+            move |s, _: (Ready,)| {
+                s.set_timeout(Duration::from_millis(200));
+                net::write_all(s, c, vec![7u8; 64 << 20]);
+                Ok(())
+            },
+            |s, _| s.success(()),
+        );
+        s.add(move |s, ()| {
+            s.set_timeout(Duration::from_millis(500));
+            net::write_all(s, c, Vec::new());
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    assert_eq!(tool.block_on(p).map_err(|e| e.code().to_owned()), Ok(()));
+    assert_clean(&tool);
+}
+
+#[test]
+fn read_exact_grows_its_buffer_across_many_reads() {
+    // More than the first allocation, in pieces: every byte in order.
+    let n = (1 << 20) + 12_345;
+    let data: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, move |s, c| {
+        s.set_timeout(Duration::from_secs(10)); // fails, not hangs
+        net::read_exact(s, c, n);
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    let sent = data.clone();
+    let writer = std::thread::spawn(move || {
+        for piece in sent.chunks(100_000) {
+            client.write_all(piece).unwrap();
+        }
+        client
+    });
+    let got = tool.block_on(p).unwrap().0;
+    assert_eq!((got.len(), got == data), (n, true));
+    drop(writer.join().unwrap());
+    assert_clean(&tool);
+}
+
+/// `net::read_exact` with a length far beyond any memory (a length prefix
+/// from a peer, say) reads as the bytes come: the peer's early close is
+/// the usual `CommError`, and the process does not abort on an
+/// allocation. (This test was a binary of its own: an abort here ends
+/// every test of the binary beside it.)
+#[test]
+fn read_exact_of_a_huge_length_ends_with_the_early_close() {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, move |s, c| {
+        s.set_timeout(Duration::from_secs(10)); // fails, not hangs
+        net::read_exact(s, c, 1 << 40);
+        Ok(())
+    });
+    let p = root.promise::<(Vec<u8>,)>(&mut tool);
+    client.write_all(b"abc").unwrap();
+    drop(client);
+    let e = tool.block_on(p).unwrap_err();
+    assert_eq!(
+        (e.code(), e.info()),
+        (
+            codes::COMM_ERROR,
+            Some("read_exact: the peer closed after 3 of 1099511627776 bytes")
+        )
+    );
+    let st = tool.stats();
+    assert_eq!((st.io, st.flows), (0, 0), "{st:?}");
 }

@@ -2,11 +2,8 @@
 //! sockets, re-waiting, timeout and cancel (deregistered, nothing delivered
 //! later), and the errors of bad use.
 
-mod common;
-#[path = "common/tcp.rs"]
-mod tcp;
-
-use common::*;
+use crate::common::*;
+use crate::tcp::{conn_flow, pair};
 use futoin_asyncsteps::io::{mio::Interest, Ready};
 use futoin_asyncsteps::{
     error::codes, AsyncSteps, AsyncTool, Error, StackRef, Step, StepResult, TakeOnce, TestTool,
@@ -14,7 +11,6 @@ use futoin_asyncsteps::{
 use mio::net::TcpStream;
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
-use tcp::{conn_flow, pair};
 
 /// Runs [`conn_flow`] on the server side of a fresh pair; returns the error
 /// the flow failed with.
