@@ -10,6 +10,10 @@ use futoin_asyncsteps::{error::codes, AsyncSteps, Error, StepResult, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+// ---------------------------------------------------------------------------
+// Misuse in execute callbacks
+// ---------------------------------------------------------------------------
+
 /// Formats a `StepResult` for the log.
 fn show(r: &StepResult) -> String {
     match r {
@@ -101,6 +105,10 @@ fn add_after_success_is_internal_error() {
     assert_internal(&e, "add() after success() in the same step");
     assert!(l.get().is_empty());
 }
+
+// ---------------------------------------------------------------------------
+// Misuse in error handlers
+// ---------------------------------------------------------------------------
 
 #[test]
 fn set_timeout_in_error_handler_is_internal_error() {
@@ -254,6 +262,10 @@ fn waiting_calls_in_an_error_handler_are_internal_errors() {
     assert_eq!(tool.elapsed(), Duration::from_millis(10));
 }
 
+// ---------------------------------------------------------------------------
+// One completion per step
+// ---------------------------------------------------------------------------
+
 /// Regression test for a defect found in review (failed before its fix).
 ///
 /// success() in a step whose external handle completed it already: the
@@ -299,6 +311,10 @@ fn error_after_success_is_a_misuse() {
         Some("error() after success(): a step completes once (asked for MyError: after success)")
     );
 }
+
+// ---------------------------------------------------------------------------
+// A refused parallel, a StackRef of another loop
+// ---------------------------------------------------------------------------
 
 /// A `parallel()` refused as misuse (after `success()`) adds its branches
 /// nowhere: not to the parallel step queued next on the level below,

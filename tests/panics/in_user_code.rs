@@ -256,6 +256,10 @@ fn assert_internal(case: Case, r: Result<(u32,), Error>) {
     );
 }
 
+// ---------------------------------------------------------------------------
+// TestTool
+// ---------------------------------------------------------------------------
+
 /// Runs `tool` one event at a time until `p` settles. A panic that escapes
 /// the loop, or a flow that never settles, fails the test with a message
 /// saying so.
@@ -446,6 +450,10 @@ fn test_tool_a_flow_ended_by_a_panicking_drop_releases_its_other_values() {
         "values the flow held, dropped"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Runtime
+// ---------------------------------------------------------------------------
 
 /// Waits for `p` from another thread, failing the test after `HANG`.
 fn wait<T: FromArgs + Send + 'static>(p: Promise<T>, what: &str) -> Result<T, Error> {
