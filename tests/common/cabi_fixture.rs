@@ -1,9 +1,9 @@
-//! What the C-interface regression tests share (`tests/cabi_defects.rs`,
-//! `tests/cabi_threads.rs`): calling a handle's table, running a test in a
-//! child process, a runtime with a root whose callbacks report to a
-//! channel, and the report callbacks.
+//! What the C-interface regression tests share (`tests/cabi/`: handles,
+//! values, sync_objects, threads): calling a handle's table, running a
+//! test in a child process, a runtime with a root whose callbacks report
+//! to a channel, and the report callbacks.
 
-#![allow(dead_code)] // each including test file uses a part of it
+#![allow(dead_code)] // each including module uses a part of it
 
 use futoin_asyncsteps::cabi::types::*;
 use futoin_asyncsteps::cabi::{

@@ -29,6 +29,7 @@ impl Trace {
 
 /// Counts drops of the value it is moved into.
 struct DropCount(Arc<AtomicUsize>);
+
 impl Drop for DropCount {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
@@ -37,6 +38,7 @@ impl Drop for DropCount {
 
 /// A one-loop runtime, freed at the end of the test.
 struct Rt(*mut FutoInRuntime);
+
 impl Rt {
     fn new() -> Self {
         let rt = futoin_runtime_new(1);
@@ -48,6 +50,7 @@ impl Rt {
         unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(self.0)) }.expect("a root")
     }
 }
+
 impl Drop for Rt {
     fn drop(&mut self) {
         // SAFETY: the runtime this test made; the roots' handles are gone.

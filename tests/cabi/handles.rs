@@ -1,11 +1,18 @@
-//! Regression tests of the C interface (FTN12 2.7): each drives the
-//! function tables as a C program would and states the documented result.
-//! A test whose failure would crash or hang the test binary runs its body
-//! in a child process (this binary again, with `CABI_CHILD=1`).
+//! Handles and tables used the wrong way through the C interface: another
+//! implementation's handle given to this runtime's tables, a root
+//! parallel's handle after `execute()` took its model, one completion per
+//! step, a cancel callback cancelling its step's timer, misuse through a
+//! parallel's handle, this runtime's sync objects called directly, and a
+//! stale `ForeignExternal`.
+//!
+//! Regression tests: each guards against a defect fixed in the C
+//! interface. Each drives the function tables as a C program would and
+//! states the documented result.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+use crate::fixture::*;
 use futoin_asyncsteps::cabi::types::*;
 use futoin_asyncsteps::cabi::{futoin_mutex_new, futoin_sync_free};
 use std::ffi::c_void;
@@ -13,265 +20,6 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering::SeqCst};
 use std::sync::mpsc::channel;
 use std::sync::Mutex;
-
-#[macro_use]
-#[path = "common/cabi_fixture.rs"]
-mod fixture;
-use fixture::*;
-
-// ---------------------------------------------------------------------------
-// Sync objects freed while a flow has their step queued
-// ---------------------------------------------------------------------------
-
-unsafe extern "C" fn in_section(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
-    send(data, "section");
-}
-
-/// Allocations of the size a freed `FutoInSync` had, so that reading it
-/// afterwards reads something else (each its own heap block).
-#[allow(clippy::vec_box)]
-fn reuse_freed_memory() -> Vec<Box<[usize; 3]>> {
-    (0..64).map(|i| Box::new([i; 3])).collect()
-}
-
-/// `futoin_sync_free` after a root's addSync() queued the object, before
-/// the flow runs: "flows still using one keep it alive".
-#[test]
-fn sync_freed_after_root_add_sync_stays_alive_for_the_flow() {
-    if ran_in_child("sync_freed_after_root_add_sync_stays_alive_for_the_flow") {
-        return;
-    }
-    let fx = Fixture::new();
-    let mx = futoin_mutex_new(1, u32::MAX);
-    call!(
-        fx.root,
-        add_sync(fx.root, mx, fx.d(), Some(in_section), None)
-    );
-    call!(fx.root, add(fx.root, fx.d(), Some(report_ok), None));
-    // SAFETY: made by futoin_mutex_new, freed once.
-    unsafe { futoin_sync_free(mx) };
-    let junk = reuse_freed_memory();
-    fx.execute();
-    assert_eq!(fx.until_end(SECS), ["section", "ok"]);
-    drop(junk);
-}
-
-static MX: AtomicPtr<FutoInSync> = AtomicPtr::new(null_mut());
-
-unsafe extern "C" fn queue_sync_then_free(
-    bsi: *mut FutoInAsyncSteps,
-    data: *mut c_void,
-    _: *const FutoInArgs,
-) {
-    let mx = MX.load(SeqCst);
-    call!(bsi, add_sync(bsi, mx, data, Some(in_section), None));
-    // SAFETY: made by futoin_mutex_new, freed once; the queued step uses it.
-    unsafe { futoin_sync_free(mx) };
-    std::mem::forget(reuse_freed_memory());
-}
-
-/// The same from a step: the sync object is freed in the callback that
-/// queued its step.
-#[test]
-fn sync_freed_after_step_add_sync_stays_alive_for_the_flow() {
-    if ran_in_child("sync_freed_after_step_add_sync_stays_alive_for_the_flow") {
-        return;
-    }
-    let fx = Fixture::new();
-    MX.store(futoin_mutex_new(1, u32::MAX), SeqCst);
-    call!(
-        fx.root,
-        add(
-            fx.root,
-            fx.d(),
-            Some(queue_sync_then_free),
-            Some(report_error)
-        )
-    );
-    call!(fx.root, add(fx.root, fx.d(), Some(report_ok), None));
-    fx.execute();
-    assert_eq!(fx.until_end(SECS), ["section", "ok"]);
-}
-
-// ---------------------------------------------------------------------------
-// BOOL values whose byte is not 0 or 1
-// ---------------------------------------------------------------------------
-
-static BOOL_T: FutoInType = FutoInType {
-    flags: FTN_TYPE_BOOL,
-    cleanup: None,
-};
-
-/// The byte `give_bool` writes into its BOOL.
-static BOOL_BYTE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-unsafe extern "C" fn give_bool(bsi: *mut FutoInAsyncSteps, _: *mut c_void, _: *const FutoInArgs) {
-    let mut out = FutoInArgs::EMPTY;
-    out.args[0].type_ = &BOOL_T;
-    // A C bool written through another member, as C code may do.
-    out.args[0].v.u8 = BOOL_BYTE.load(SeqCst);
-    call!(bsi, success(bsi, &mut out));
-}
-
-unsafe extern "C" fn rust_takes_bool(
-    bsi: *mut FutoInAsyncSteps,
-    data: *mut c_void,
-    args: *const FutoInArgs,
-) {
-    // SAFETY: the handle and args this callback got.
-    unsafe {
-        futoin_asyncsteps::cabi::wrap_step(bsi, args, |s, (v,): (bool,)| {
-            // A valid Rust bool's byte is 0 or 1.
-            let byte: u8 = std::hint::black_box(v).into();
-            send(data, format!("rust {v} byte {byte}"));
-            s.success((v,))
-        })
-    };
-}
-
-unsafe extern "C" fn c_takes_bool(
-    _: *mut FutoInAsyncSteps,
-    data: *mut c_void,
-    args: *const FutoInArgs,
-) {
-    // SAFETY: the args this callback got: one BOOL.
-    let byte = unsafe { (*args).args[0].v.u8 };
-    send(data, format!("c byte {byte}"));
-}
-
-fn bool_through_steps(byte: u8) -> Vec<String> {
-    BOOL_BYTE.store(byte, SeqCst);
-    let fx = Fixture::new();
-    let d = fx.d();
-    call!(fx.root, add(fx.root, d, Some(give_bool), None));
-    call!(
-        fx.root,
-        add(fx.root, d, Some(rust_takes_bool), Some(report_error))
-    );
-    call!(fx.root, add(fx.root, d, Some(give_bool), None));
-    call!(fx.root, add(fx.root, d, Some(c_takes_bool), None));
-    call!(fx.root, add(fx.root, d, Some(report_ok), None));
-    fx.execute();
-    fx.until_end(SECS)
-}
-
-/// A BOOL whose byte is 2 (or 255) is true, as in C: a Rust step gets
-/// `true` (byte 1), and a C step gets byte 1 after the runtime.
-#[test]
-fn bool_byte_other_than_0_or_1_is_true() {
-    for byte in [2, 255] {
-        assert_eq!(
-            bool_through_steps(byte),
-            ["rust true byte 1", "c byte 1", "ok"],
-            "byte {byte}"
-        );
-    }
-    assert_eq!(
-        bool_through_steps(1),
-        ["rust true byte 1", "c byte 1", "ok"]
-    );
-    assert_eq!(
-        bool_through_steps(0),
-        ["rust false byte 0", "c byte 0", "ok"]
-    );
-}
-
-// ---------------------------------------------------------------------------
-// A Rust value in C args whose Drop panics
-// ---------------------------------------------------------------------------
-
-struct Bomb;
-impl futoin_asyncsteps::ArgValue for Bomb {}
-impl Drop for Bomb {
-    fn drop(&mut self) {
-        panic!("Bomb dropped");
-    }
-}
-
-unsafe extern "C" fn rust_gives_bomb(
-    bsi: *mut FutoInAsyncSteps,
-    _: *mut c_void,
-    args: *const FutoInArgs,
-) {
-    // SAFETY: the handle and args this callback got.
-    unsafe { futoin_asyncsteps::cabi::wrap_step(bsi, args, |s, ()| s.success((Bomb,))) };
-}
-
-unsafe extern "C" fn c_leaves_args(
-    _: *mut FutoInAsyncSteps,
-    data: *mut c_void,
-    args: *const FutoInArgs,
-) {
-    // SAFETY: the args this callback got.
-    let flags = unsafe { (*(*args).args[0].type_).flags };
-    send(data, format!("C step got flags {flags:#04x}"));
-}
-
-/// The args left in a C step are reset when it returns: the Rust value's
-/// cleanup drops it, and its panic must not reach C (which aborts).
-#[test]
-fn panicking_drop_of_a_rust_value_reset_after_a_c_step() {
-    if ran_in_child("panicking_drop_of_a_rust_value_reset_after_a_c_step") {
-        return;
-    }
-    let fx = Fixture::new();
-    let d = fx.d();
-    call!(fx.root, add(fx.root, d, Some(rust_gives_bomb), None));
-    call!(fx.root, add(fx.root, d, Some(c_leaves_args), None));
-    call!(fx.root, add(fx.root, d, Some(report_ok), None));
-    fx.execute();
-    assert_eq!(fx.until_end(SECS), ["C step got flags 0x01", "ok"]);
-}
-
-/// A value C moved out of its args.
-struct Moved(FutoInBinaryValue);
-// SAFETY: the runtime's Rust values given to C may be cleaned up on any
-// thread (their types are `Send`).
-unsafe impl Send for Moved {}
-
-/// Where a moved-out value goes (see `c_moves_value_out`).
-static MOVED: Mutex<Option<Moved>> = Mutex::new(None);
-
-unsafe extern "C" fn c_moves_value_out(
-    _: *mut FutoInAsyncSteps,
-    data: *mut c_void,
-    args: *const FutoInArgs,
-) {
-    let args = args as *mut FutoInArgs;
-    // SAFETY: the args this callback got; moving a value out (copy it,
-    // set the slot's type to NULL) is allowed by the header.
-    let v = unsafe {
-        let slot = &mut (*args).args[0];
-        let v = std::ptr::read(slot);
-        slot.type_ = std::ptr::null();
-        v
-    };
-    *MOVED.lock().unwrap() = Some(Moved(v));
-    send(data, "moved");
-}
-
-/// The same value moved out by C and cleaned up later by C itself (what
-/// `futoin_reset_binval` does), on a thread of C's.
-#[test]
-fn panicking_drop_of_a_rust_value_reset_by_c() {
-    if ran_in_child("panicking_drop_of_a_rust_value_reset_by_c") {
-        return;
-    }
-    let fx = Fixture::new();
-    let d = fx.d();
-    call!(fx.root, add(fx.root, d, Some(rust_gives_bomb), None));
-    call!(fx.root, add(fx.root, d, Some(c_moves_value_out), None));
-    call!(fx.root, add(fx.root, d, Some(report_ok), None));
-    fx.execute();
-    assert_eq!(fx.until_end(SECS), ["moved", "ok"]);
-    let Moved(mut v) = MOVED.lock().unwrap().take().expect("moved");
-    // SAFETY: the runtime's own type for the value, its cleanup run once.
-    let cleanup = unsafe { (*v.type_).cleanup }.expect("a Rust value has a cleanup");
-    // SAFETY: as above.
-    unsafe { cleanup(&mut v) };
-    send(d, "cleaned up");
-    assert_eq!(fx.until_end(QUIET), ["cleaned up"]);
-}
 
 // ---------------------------------------------------------------------------
 // Another implementation's handle given to this runtime's tables
@@ -292,12 +40,15 @@ static FOREIGN_API: FutoInAsyncStepsAPI = unsafe { std::mem::zeroed() };
 unsafe extern "C" fn never_loop(_: *mut FutoInAsyncSteps, data: *mut c_void) {
     send(data, "a loop body ran");
 }
+
 unsafe extern "C" fn never_repeat(_: *mut FutoInAsyncSteps, data: *mut c_void, _: usize) {
     send(data, "a repeat body ran");
 }
+
 unsafe extern "C" fn never_cancel(_: *mut FutoInAsyncSteps, data: *mut c_void) {
     send(data, "a cancel callback ran");
 }
+
 unsafe extern "C" fn never_alloc(_: *mut c_void) -> *mut c_void {
     panic!("allocate() ran for a foreign handle");
 }
@@ -372,7 +123,7 @@ unsafe extern "C" fn grab_table(
 /// the foreign handle is left as it was.
 #[test]
 fn foreign_handle_through_every_table_is_a_no_op() {
-    if ran_in_child("foreign_handle_through_every_table_is_a_no_op") {
+    if ran_in_child("handles::foreign_handle_through_every_table_is_a_no_op") {
         return;
     }
     let fx = Fixture::new();
@@ -424,9 +175,11 @@ fn foreign_handle_through_every_table_is_a_no_op() {
 unsafe extern "C" fn branch_a(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
     send(data, "A");
 }
+
 unsafe extern "C" fn branch_b(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
     send(data, "B");
 }
+
 unsafe extern "C" fn branch_c(_: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
     send(data, "C");
 }
@@ -542,4 +295,226 @@ fn handle_error_after_success_is_a_misuse() {
             "ok"
         ]
     );
+}
+
+// ---------------------------------------------------------------------------
+// A cancel callback cancels the step's own timer
+// ---------------------------------------------------------------------------
+
+/// The timer handle the step set, for its cancel callback.
+struct Timer(FutoInHandle);
+
+// SAFETY: the handle is plain data the loop gave out; only that loop's
+// thread uses it (the step and its cancel callback).
+
+unsafe impl Send for Timer {}
+
+static TIMER: Mutex<Timer> = Mutex::new(Timer(FutoInHandle::EMPTY));
+
+unsafe extern "C" fn timer_fired(data: *mut c_void) {
+    send(data, "timer fired");
+}
+
+unsafe extern "C" fn cancel_the_timer(bsi: *mut FutoInAsyncSteps, data: *mut c_void) {
+    let mut h = TIMER.lock().unwrap().0;
+    let before = call!(bsi, sched_is_valid(bsi, &mut h));
+    call!(bsi, sched_cancel(bsi, &mut h));
+    let after = call!(bsi, sched_is_valid(bsi, &mut h));
+    // A timer set here is a real one too.
+    let mut late = call!(bsi, sched_deferred(bsi, 3_600_000, data, Some(timer_fired)));
+    let late_valid = call!(bsi, sched_is_valid(bsi, &mut late));
+    call!(bsi, sched_cancel(bsi, &mut late));
+    send(
+        data,
+        format!("cancel: timer valid {before} -> {after}; one set here {late_valid}"),
+    );
+}
+
+unsafe extern "C" fn timed_step(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    TIMER.lock().unwrap().0 = call!(bsi, sched_deferred(bsi, 3_600_000, data, Some(timer_fired)));
+    call!(bsi, set_cancel(bsi, data, Some(cancel_the_timer)));
+    call!(bsi, set_timeout(bsi, 10));
+}
+
+/// The standard pattern: a step sets a timer for its external activity
+/// and its cancel callback cancels it. The scheduling calls act on the
+/// loop there as in the step's callback (they used to be no-ops, so the
+/// timer fired later, with data the step had already given up).
+#[test]
+fn a_cancel_callback_cancels_the_steps_timer() {
+    let fx = Fixture::new();
+    let got = fx.run_step(Some(timed_step), SECS);
+    assert_eq!(
+        got,
+        [
+            "cancel: timer valid 1 -> 0; one set here 1",
+            "Timeout: (null)",
+            "ok"
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Misuse through a parallel's handle fails the step that made it
+// ---------------------------------------------------------------------------
+
+unsafe extern "C" fn par_add_null(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    let par = call!(bsi, parallel(bsi, data, None));
+    assert!(!par.is_null());
+    call!(par, add(par, data, None, None));
+}
+
+unsafe extern "C" fn par_success(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    let par = call!(bsi, parallel(bsi, data, None));
+    call!(par, success(par, null_mut()));
+}
+
+unsafe extern "C" fn par_execute(
+    bsi: *mut FutoInAsyncSteps,
+    data: *mut c_void,
+    _: *const FutoInArgs,
+) {
+    let par = call!(bsi, parallel(bsi, data, None));
+    call!(par, execute(par, null_mut(), None));
+}
+
+/// Each used to be dropped with the parallel's handle: the flow went on
+/// as if nothing were wrong.
+#[test]
+fn misuse_through_a_parallels_handle_fails_the_step() {
+    let cases: [(ExecuteCallback, &str); 3] = [
+        (
+            Some(par_add_null),
+            "InternalError: add(): the execute callback is NULL",
+        ),
+        (
+            Some(par_success),
+            "InternalError: success(): a parallel's handle only takes add()",
+        ),
+        (Some(par_execute), "InternalError: execute(): only a root"),
+    ];
+    for (step, want) in cases {
+        let fx = Fixture::new();
+        let got = fx.run_step(step, SECS);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].starts_with(want), "{got:?}");
+        assert_eq!(got[1], "ok");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// This runtime's sync objects are not called directly
+// ---------------------------------------------------------------------------
+
+static MX: AtomicPtr<FutoInSync> = AtomicPtr::new(null_mut());
+
+unsafe extern "C" fn call_lock(bsi: *mut FutoInAsyncSteps, _: *mut c_void, _: *const FutoInArgs) {
+    let mx = MX.load(SeqCst);
+    // SAFETY: a live mutex of ours and its table.
+    unsafe { ((*(*mx).api).lock.unwrap())(bsi, mx) };
+}
+
+unsafe extern "C" fn call_unlock(bsi: *mut FutoInAsyncSteps, _: *mut c_void, _: *const FutoInArgs) {
+    let mx = MX.load(SeqCst);
+    // SAFETY: a live mutex of ours and its table.
+    unsafe { ((*(*mx).api).unlock.unwrap())(bsi, mx) };
+}
+
+/// Both give `NotImplemented`, as the interface's docs say (`unlock` was
+/// a silent no-op).
+#[test]
+fn lock_and_unlock_called_directly_are_not_implemented() {
+    MX.store(futoin_mutex_new(1, u32::MAX), SeqCst);
+    let want = "NotImplemented: this runtime's sync objects are used through addSync(), \
+                not lock()/unlock()";
+    for step in [call_lock, call_unlock] {
+        let fx = Fixture::new();
+        let got = fx.run_step(Some(step), SECS);
+        assert_eq!(got, [want, "ok"]);
+    }
+    // SAFETY: the mutex made above; no flow uses it any more.
+    unsafe { futoin_sync_free(MX.load(SeqCst)) };
+}
+
+// ---------------------------------------------------------------------------
+// A stale ForeignExternal reaches no other step
+// ---------------------------------------------------------------------------
+
+/// The handle address of flow A's step (recycled later), for flow B's body.
+static STALE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One iteration of flow B: the iteration that runs on the recycled handle
+/// waits, and reports that it does.
+unsafe extern "C" fn b_iteration(bsi: *mut FutoInAsyncSteps, data: *mut c_void, i: usize) {
+    // Only the first time: later iterations get that memory again.
+    if bsi as usize == STALE.load(SeqCst) && STALE.swap(0, SeqCst) != 0 {
+        call!(bsi, wait_external(bsi));
+        send(data, format!("iteration {i} waits on the recycled handle"));
+    }
+}
+
+unsafe extern "C" fn b_loop(bsi: *mut FutoInAsyncSteps, data: *mut c_void, _: *const FutoInArgs) {
+    call!(bsi, repeat(bsi, data, 2000, Some(b_iteration), null_mut()));
+}
+
+/// A step waits and times out; its event comes late, through the
+/// `ForeignExternal` it gave out, while the handle memory serves a waiting
+/// step of another flow (handles are recycled after a quarantine of 256).
+/// The late completion is refused; it used to complete the other step.
+#[test]
+fn a_late_completion_through_a_stale_foreign_external_is_refused() {
+    use futoin_asyncsteps::cabi::{futoin_asyncsteps_new, ForeignRoot};
+    let fx = Fixture::new();
+    // SAFETY: a root made on the fixture's live runtime, owned here.
+    let mut a = unsafe { ForeignRoot::from_raw(futoin_asyncsteps_new(fx.rt)) }.unwrap();
+    let (htx, hrx) = std::sync::mpsc::channel();
+    a.add(move |s, ()| {
+        let h = s.wait_external();
+        s.set_timeout(std::time::Duration::from_millis(10));
+        htx.send((h, s.as_ptr() as usize)).unwrap();
+        Ok(())
+    });
+    let (etx, erx) = std::sync::mpsc::channel();
+    let flow_a = a.execute(move |e| etx.send(e.code().to_owned()).unwrap());
+    let (ext, ptr) = hrx.recv_timeout(SECS).unwrap();
+    assert_eq!(erx.recv_timeout(SECS).unwrap(), "Timeout");
+    assert!(!ext.is_valid());
+    STALE.store(ptr, SeqCst);
+    // Flow B: a loop whose iterations take handles until one gets A's,
+    // whose step then waits.
+    let (root, d) = (fx.root, fx.d());
+    call!(root, add(root, d, Some(b_loop), Some(report_error)));
+    call!(root, add(root, d, Some(report_ok), None));
+    fx.execute();
+    let waiting = fx.rx.recv_timeout(SECS).unwrap();
+    assert!(
+        waiting.ends_with("waits on the recycled handle"),
+        "{waiting}"
+    );
+    // A's late event is refused, and B's step still waits.
+    assert!(!ext.is_valid(), "the stale handle is not valid again");
+    assert_eq!(ext.success((7i32,)).unwrap_err().code(), "InternalError");
+    assert_eq!(
+        ext.error("Boom", "late").unwrap_err().code(),
+        "InternalError"
+    );
+    let b = ptr as *mut FutoInAsyncSteps;
+    assert_eq!(call!(b, is_valid(b)), 1);
+    // B's own completion (from this thread, as allowed for a waiting
+    // step) ends its loop's iteration; the flow goes on to its end.
+    call!(b, success(b, null_mut()));
+    assert_eq!(fx.until_end(SECS), ["ok"]);
+    drop(flow_a);
 }
