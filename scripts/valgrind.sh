@@ -11,8 +11,9 @@
 #   - tests/cabi/wrap.rs (the tests wrap:: of the binary cabi: the C ABI
 #     and cabi::wrap, most of the unsafe code), tests/memory.rs (a
 #     counting global allocator),
-#     tests/errors/ and tests/panics/ (panics unwinding
-#     through the engine, flows torn down after a panicking Drop);
+#     tests/errors/ and tests/panics/in_user_code.rs (the tests
+#     in_user_code:: of the binary panics: panics unwinding through the
+#     engine, flows torn down after a panicking Drop);
 #   - the C programs of tests/cabi/programs.rs (tests/c/*.c), compiled
 #     here the way tests/cabi/programs.rs compiles them and run directly
 #     under valgrind (not through the Rust test binary, which only spawns
@@ -142,7 +143,7 @@ run_one() {
 # The runs: "lib" (the unit tests), a test binary, or "<binary>:<filter>",
 # the tests of that binary whose names contain the filter ("cabi:wrap::"
 # is the module wrap of tests/cabi/, not the C programs or the fuzzing).
-for run in lib cabi:wrap:: memory errors panics; do
+for run in lib cabi:wrap:: memory errors panics:in_user_code::; do
     t=${run%%:*}
     filter=${run#"$t"}
     filter=${filter#:}
