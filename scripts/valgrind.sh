@@ -8,13 +8,16 @@
 # (--test-threads=1):
 #   - the library's unit tests (args, state, errors, the sync gate, the
 #     timer wheel);
-#   - tests/cabi_wrap.rs (the C ABI and cabi::wrap, most of the unsafe
-#     code), tests/memory.rs (a counting global allocator),
-#     tests/errors_and_misuse.rs and tests/panics.rs (panics unwinding
-#     through the engine, flows torn down after a panicking Drop);
-#   - the C programs of tests/cabi.rs (tests/c/*.c), compiled here the way
-#     tests/cabi.rs compiles them and run directly under valgrind (not
-#     through the Rust test binary, which only spawns them).
+#   - tests/cabi/wrap.rs (the tests wrap:: of the binary cabi: the C ABI
+#     and cabi::wrap, most of the unsafe code), tests/memory.rs (a
+#     counting global allocator),
+#     tests/errors/ and tests/panics/in_user_code.rs (the tests
+#     in_user_code:: of the binary panics: panics unwinding through the
+#     engine, flows torn down after a panicking Drop);
+#   - the C programs of tests/cabi/programs.rs (tests/c/*.c), compiled
+#     here the way tests/cabi/programs.rs compiles them and run directly
+#     under valgrind (not through the Rust test binary, which only spawns
+#     them).
 # Each gets one summary line: tests passed/failed, memcheck errors, bytes
 # definitely lost. The exit status is non-zero when any binary has an
 # error, a definite leak, a failed test, or does not build.
@@ -45,7 +48,8 @@ VG=(valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite
     --num-callers=40 --fair-sched=yes)
 
 # Tests that cannot run under valgrind, with the reason. Format: one
-# "<binary> <test name> <reason>" per line ("lib" for the unit tests).
+# "<run> <test name> <reason>" per line, <run> as in the list of runs
+# below ("lib" for the unit tests, "cabi:wrap::" for tests/cabi/wrap.rs).
 # Valgrind runs code 20-50x slower and serialises threads, so only tests
 # whose assertions are about real (wall-clock) time belong here; every
 # other test must pass. None of the binaries run here needs one today
@@ -59,14 +63,14 @@ echo "== building test binaries (cargo test --no-run)"
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
 if ! cargo test --no-run --quiet --message-format=json \
-    --lib --test cabi_wrap --test memory --test errors_and_misuse --test panics >"$json"; then
+    --lib --test cabi --test memory --test errors --test panics >"$json"; then
     jq -r 'select(.reason == "compiler-message") | .message.rendered' "$json" >&2
     echo "valgrind.sh: the test binaries do not build" >&2
     exit 1
 fi
 
 # The test executable of a target: kind "lib" (the unit tests) or "test"
-# (tests/<name>.rs).
+# (tests/<name>.rs or tests/<name>/main.rs).
 exe_of() {
     jq -r --arg n "$1" --arg k "$2" '
         select(.reason == "compiler-artifact" and .executable != null
@@ -76,7 +80,7 @@ exe_of() {
 }
 
 echo "== building the static library and the C programs"
-# The same separate target dir as tests/cabi.rs: a plain --lib build
+# The same separate target dir as tests/cabi/programs.rs: a plain --lib build
 # resolves features without the dev-dependencies, so it must not share
 # the deps folder of the test build.
 cargo build --lib --quiet --target-dir "$target/cabi-build"
@@ -136,7 +140,14 @@ run_one() {
         "$label" "$verdict" "${tests:-?}" "$errors" "$lost" "$blocks")")
 }
 
-for t in lib cabi_wrap memory errors_and_misuse panics; do
+# The runs: "lib" (the unit tests), a test binary, or "<binary>:<filter>",
+# the tests of that binary whose names contain the filter ("cabi:wrap::"
+# is the module wrap of tests/cabi/, not the C programs or the fuzzing).
+for run in lib cabi:wrap:: memory errors panics:in_user_code::; do
+    t=${run%%:*}
+    filter=${run#"$t"}
+    filter=${filter#:}
+    label=$t${filter:+-${filter%::}}
     if [ "$t" = lib ]; then
         exe=$(exe_of futoin_asyncsteps lib)
     else
@@ -144,17 +155,18 @@ for t in lib cabi_wrap memory errors_and_misuse panics; do
     fi
     if [ -z "$exe" ] || [ ! -x "$exe" ]; then
         echo "valgrind.sh: no test executable for $t" >&2
-        summary+=("$(printf '%-26s %s' "$t" "FAIL (not built)")")
+        summary+=("$(printf '%-26s %s' "$label" "FAIL (not built)")")
         status=1
         continue
     fi
     skip_args=()
     while read -r bin name reason; do
-        [ "$bin" = "$t" ] || continue
+        [ "$bin" = "$run" ] || continue
         echo "   skipped: $t::$name ($reason)"
         skip_args+=(--skip "$name")
     done <<<"$SKIPS"
-    run_one "$t" "$logs/$t.log" rust "$exe" --test-threads=1 ${skip_args[@]+"${skip_args[@]}"}
+    run_one "$label" "$logs/$label.log" rust "$exe" --test-threads=1 ${filter:+"$filter"} \
+        ${skip_args[@]+"${skip_args[@]}"}
 done
 
 for name in "${c_programs[@]}"; do

@@ -1,4 +1,4 @@
-//! Loopback connections for the I/O tests (`tests/io.rs`, `tests/net.rs`).
+//! Loopback connections for the I/O tests (`tests/net/`).
 #![allow(dead_code)] // each including test uses a part of it
 
 use futoin_asyncsteps::{AsyncSteps, StackRef, Step, StepResult, TakeOnce};

@@ -1,0 +1,154 @@
+//! `Throttle` and `Limiter` (spec 2.4, 2.5): entries per period in order,
+//! the period timer stopping when idle and restarting on demand, the
+//! queue limit and cancel while queued, concurrency and rate combined,
+//! and the errors of zero options.
+
+use crate::common::*;
+use crate::{code_of, codes_of, occupy, run_all_ok, Occupancy};
+use futoin_asyncsteps::sync::{Limiter, LimiterOptions, Throttle};
+use futoin_asyncsteps::{error::codes, AsyncSteps, Promise, TestTool};
+use std::time::Instant;
+
+/// Entry times (ms since `t0`) of flows going through `sync`.
+fn entry_times(tool: &mut TestTool, obj: &Throttle, n: usize) -> (Recorder, Vec<Promise<()>>) {
+    let r = Recorder::default();
+    let t0 = tool.now();
+    let ps = (0..n)
+        .map(|_| {
+            let mut root = AsyncSteps::new();
+            let r = r.clone();
+            root.sync(obj, move |s, ()| {
+                let at: Instant = s.tool().now();
+                r.push(format!("{}", (at - t0).as_millis()));
+                Ok(())
+            });
+            root.promise::<()>(tool)
+        })
+        .collect();
+    (r, ps)
+}
+
+#[test]
+fn throttle_admits_max_per_period_in_order() {
+    let mut tool = TestTool::new();
+    let t = Throttle::new(3, ms(100), None);
+    let (r, ps) = entry_times(&mut tool, &t, 8);
+    run_all_ok(&mut tool, ps);
+    assert_eq!(r.get(), ["0", "0", "0", "100", "100", "100", "200", "200"]);
+}
+
+#[test]
+fn throttle_timer_stops_when_idle_and_restarts_on_demand() {
+    let mut tool = TestTool::new();
+    let t = Throttle::new(1, ms(100), None);
+    let (r, ps) = entry_times(&mut tool, &t, 2);
+    run_all_ok(&mut tool, ps);
+    assert_eq!(r.get(), ["0", "100"]);
+    // One more period to reset the count, then nothing is pending.
+    assert_eq!(tool.pending().timers, 0);
+    assert_eq!(tool.elapsed(), ms(200));
+    assert_eq!(t.counts(), (0, 0));
+    // Idle for a while, then a new burst starts a new period at once.
+    tool.advance(ms(1000));
+    let (r, ps) = entry_times(&mut tool, &t, 2);
+    run_all_ok(&mut tool, ps);
+    assert_eq!(r.get(), ["0", "100"]);
+}
+
+#[test]
+fn throttle_queue_limit_and_cancel_while_queued() {
+    let mut tool = TestTool::new();
+    let t = Throttle::new(1, ms(100), Some(2));
+    let (r, mut ps) = entry_times(&mut tool, &t, 5);
+    tool.run_all_ready();
+    assert_eq!(t.counts(), (1, 2));
+    // The second is cancelled while queued; the third takes its turn.
+    let second = ps.remove(1);
+    second.cancel();
+    tool.run_all();
+    assert_eq!(
+        codes_of(&mut tool, ps),
+        ["ok", "ok", "DefenseRejected", "DefenseRejected"]
+    );
+    assert_eq!(code_of(&mut tool, second), codes::CANCELED);
+    assert_eq!(r.get(), ["0", "100"]);
+}
+
+#[test]
+fn limiter_combines_concurrency_and_rate() {
+    let mut tool = TestTool::new();
+    let l = Limiter::new(LimiterOptions {
+        concurrent: 2,
+        max_queue: 2,
+        rate: 3,
+        period: ms(100),
+        burst: 1,
+    });
+    let occ = Occupancy::default();
+    let r = Recorder::default();
+    let t0 = tool.now();
+    let ps: Vec<_> = (0..6)
+        .map(|_| {
+            let mut root = AsyncSteps::new();
+            let (occ, r) = (occ.clone(), r.clone());
+            root.sync(&l, move |s, ()| {
+                r.push(format!("{}", (s.tool().now() - t0).as_millis()));
+                occupy(s, &occ, ms(30));
+                Ok(())
+            });
+            root.promise::<()>(&mut tool)
+        })
+        .collect();
+    tool.run_all();
+    // 2 inside + 2 queued for a slot; the rest are rejected by the mutex.
+    assert_eq!(
+        codes_of(&mut tool, ps),
+        ["ok", "ok", "ok", "ok", "DefenseRejected", "DefenseRejected"]
+    );
+    // Two at once; the third entry of the period at 30 ms, the fourth
+    // waits for the rate (burst 1) until the next period at 100 ms.
+    assert_eq!(r.get(), ["0", "0", "30", "100"]);
+    assert_eq!(occ.get(), (0, 2, 4));
+}
+
+#[test]
+fn zero_limiter_options_are_named_as_limiter_options() {
+    use futoin_asyncsteps::sync::{Limiter, LimiterOptions};
+    use std::time::Duration;
+    let cases = [
+        (
+            LimiterOptions {
+                concurrent: 0,
+                ..Default::default()
+            },
+            "Limiter: concurrent is 0, so no flow can ever enter",
+        ),
+        (
+            LimiterOptions {
+                rate: 0,
+                ..Default::default()
+            },
+            "Limiter: rate is 0, so no flow can ever enter",
+        ),
+        (
+            LimiterOptions {
+                period: Duration::ZERO,
+                ..Default::default()
+            },
+            "Limiter: the period is zero, so it would limit nothing",
+        ),
+    ];
+    for (o, info) in cases {
+        let l = Limiter::new(o);
+        // A level-0 sync step, and a sync added inside a step.
+        let mut root = AsyncSteps::new();
+        root.sync(&l, |_, ()| Ok(()));
+        assert_internal(&run::<()>(root).unwrap_err(), info);
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            s.sync(&l, |_, ()| Ok(()));
+            Ok(())
+        });
+        assert_internal(&run::<()>(root).unwrap_err(), info);
+    }
+}
