@@ -211,7 +211,7 @@ impl Parser {
     /// How many bytes the head scans and head parses have looked at (the
     /// tests bound it by a small multiple of the input).
     #[cfg(test)]
-    #[allow(dead_code)] // only tests/http_example.rs reads it
+    #[allow(dead_code)] // only tests/net/http_example/ reads it
     pub fn examined(&self) -> usize {
         self.examined
     }
