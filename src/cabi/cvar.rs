@@ -32,7 +32,7 @@ pub(crate) type Cleanup2 = Option<unsafe extern "C" fn(*mut c_void, *mut c_void)
 
 /// stateVariable on a state map (a running step's or a root's model).
 pub(crate) fn state_var(
-    st: &mut crate::State,
+    st: &mut crate::state::State,
     name: &str,
     data: *mut c_void,
     allocate: Allocate,

@@ -168,11 +168,14 @@ fn poison(p: *mut FutoInAsyncSteps, what: &'static str) {
     // SAFETY: the handle C passed (see `root`).
     if let Some(r) = unsafe { root(p) } {
         guard(|| {
-            r.inner.lock().model.add(move |_, ()| -> crate::StepResult {
-                Err(Error::internal(format!(
-                    "{what} on a root: it is for a step's callback"
-                )))
-            });
+            r.inner
+                .lock()
+                .model
+                .add(move |_, ()| -> crate::error::StepResult {
+                    Err(Error::internal(format!(
+                        "{what} on a root: it is for a step's callback"
+                    )))
+                });
         });
     }
 }
@@ -250,7 +253,7 @@ pub(crate) unsafe extern "C" fn par_add(
         if par.gen.load(Ordering::Relaxed) != i.gen {
             // The model went to a flow (running or ended): the branch would
             // be lost, or added to another parallel. The next run says so.
-            i.model.add(|_, ()| -> crate::StepResult {
+            i.model.add(|_, ()| -> crate::error::StepResult {
                 Err(Error::internal(
                     "add() on a root parallel's handle after execute() took its model",
                 ))
@@ -295,7 +298,7 @@ pub(crate) unsafe extern "C" fn state_variable(
         // A new variable: `allocate` is the caller's code and may call this
         // root again, so it runs with the lock released.
         drop(i);
-        let mut made = crate::State::new();
+        let mut made = crate::state::State::new();
         let v = state_var(&mut made, name, data, allocate, cleanup).unwrap_or(std::ptr::null_mut());
         let mut i = r.inner.lock();
         if matches!(i.run, Run::Running { .. }) {

@@ -107,7 +107,7 @@ pub(crate) unsafe extern "C" fn state_variable(
     };
     // `allocate` is the caller's code and may call this handle again, so
     // it runs with the step not borrowed.
-    let mut made = crate::State::new();
+    let mut made = crate::state::State::new();
     let v = state_var(&mut made, n, data, allocate, cleanup).unwrap_or(null);
     let r = with_step(p, WHAT, |s, b| {
         let st = s.state();

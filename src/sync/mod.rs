@@ -35,9 +35,9 @@ pub use throttle::Throttle;
 use crate::args::{Args, FromArgs};
 use crate::error::{Error, StepResult};
 use crate::steps::def::{self, name_of, Exec, StepDef};
+use crate::steps::external::ExternalHandle;
 use crate::steps::hold::{Guard, Hold, HoldState, Place};
 use crate::steps::step::Step;
-use crate::ExternalHandle;
 use gate::{Gate, Node};
 use std::sync::Arc;
 
@@ -266,7 +266,7 @@ impl<'a> Step<'a> {
     }
 }
 
-impl crate::AsyncSteps {
+impl crate::steps::model::AsyncSteps {
     /// Adds a root-level step synchronized against `obj`; see
     /// [`Step::sync`](crate::Step::sync).
     pub fn sync<S, F, A>(&mut self, obj: &S, f: F) -> &mut Self

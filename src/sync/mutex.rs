@@ -4,9 +4,9 @@ use super::gate::Gate;
 use super::{enter, resume, HoldCore, ISync, Section};
 use crate::args::Args;
 use crate::error::{Error, StepResult};
+use crate::steps::external::ExternalHandle;
 use crate::steps::hold::Guard;
 use crate::steps::step::Step;
-use crate::ExternalHandle;
 use std::sync::Arc;
 
 /// Lets at most `max` flows into its critical sections at once (spec

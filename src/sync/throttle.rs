@@ -4,12 +4,12 @@ use super::gate::{Arm, Gate};
 use super::{enter, resume, HoldCore, ISync, Section};
 use crate::args::Args;
 use crate::error::{Error, StepResult};
+use crate::steps::external::ExternalHandle;
 use crate::steps::hold::Guard;
 use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
+use crate::steps::tool_handle::ToolHandle;
 use crate::tool::Inbox;
-use crate::ExternalHandle;
-use crate::ToolHandle;
 use std::sync::Arc;
 use std::time::Duration;
 

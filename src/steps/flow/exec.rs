@@ -21,9 +21,9 @@ use std::task::{Context, Poll, Waker};
 /// returned `Err`), else a panic as `InternalError`, else what it returned.
 #[inline(always)]
 fn call_result(
-    r: Result<crate::StepResult, Box<dyn Any + Send>>,
+    r: Result<crate::error::StepResult, Box<dyn Any + Send>>,
     fails_with: Option<Error>,
-) -> crate::StepResult {
+) -> crate::error::StepResult {
     match (r, fails_with) {
         (_, Some(e)) => Err(e),
         (Ok(r), None) => r,
@@ -138,7 +138,7 @@ impl Flow {
         &mut self,
         sched: &mut Scheduler,
         sid: u32,
-        r: Result<crate::StepResult, Box<dyn Any + Send>>,
+        r: Result<crate::error::StepResult, Box<dyn Any + Send>>,
         out: Outcome,
         frame: Pending,
     ) -> Option<Act> {
@@ -178,7 +178,7 @@ impl Flow {
         &mut self,
         sched: &mut Scheduler,
         sid: u32,
-        r: Result<crate::StepResult, Box<dyn Any + Send>>,
+        r: Result<crate::error::StepResult, Box<dyn Any + Send>>,
         out: Outcome,
     ) -> Option<Act> {
         let r = call_result(r, out.fails_with);
