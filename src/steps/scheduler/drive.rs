@@ -5,6 +5,7 @@ use super::{FlowKey, Scheduler};
 use crate::error::Error;
 use crate::steps::flow::{Flow, FlowPanic, Resume};
 use crate::tool::panic_error;
+use crate::util::panic::Payload;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -63,44 +64,7 @@ impl Scheduler {
         }
         let res = match catch_unwind(AssertUnwindSafe(|| flow.drive(self, resume))) {
             Ok(r) => r,
-            Err(p) => {
-                // A panic the flow cannot go on from (a user `Drop` run by
-                // the engine, a cancel callback): it ends with
-                // `InternalError`, and what it still holds is torn down.
-                // (A second panic from the register adds nothing to `e`.)
-                let _ = self.clear_args_caught();
-                self.flows.remove(key);
-                self.count_dead_entry(&flow);
-                let e = flow_panic_error(p);
-                let done = flow.take_done();
-                // Each panicking value is skipped; the frame it was in has
-                // already been removed, so this ends.
-                let mut clean = false;
-                for _ in 0..TEARDOWN_TRIES {
-                    match catch_unwind(AssertUnwindSafe(|| flow.teardown(self))) {
-                        Ok(()) => {
-                            clean = true;
-                            break;
-                        }
-                        Err(p) => crate::util::panic::drop_payload(p),
-                    }
-                }
-                let _ = self.clear_args_caught();
-                match done {
-                    Some(c) => c.complete(Err(e)),
-                    None => self.report_unhandled(&e),
-                }
-                if clean {
-                    self.discard(flow);
-                } else {
-                    // Still panicking after many tries: keep the loop alive
-                    // and leave the rest, but give its sync slots back (a
-                    // `Hold` runs no user code).
-                    drop(flow.take_holds());
-                    std::mem::forget(flow);
-                }
-                return;
-            }
+            Err(p) => return self.torn_down(key, flow, p),
         };
         match res {
             Some(res) => {
@@ -157,6 +121,50 @@ impl Scheduler {
                 }
                 self.flows[key] = Some(flow);
             }
+        }
+    }
+
+    /// A flow's activation panicked where the flow cannot go on (a user
+    /// `Drop` run by the engine, a cancel callback): it ends with
+    /// `InternalError`, and what it still holds is torn down. Out of line,
+    /// so the panic path does not weigh on `drive`'s own code.
+    #[cold]
+    #[inline(never)]
+    fn torn_down(&mut self, key: FlowKey, mut flow: Box<Flow>, p: Payload) {
+        // A panic the flow cannot go on from (a user `Drop` run by
+        // the engine, a cancel callback): it ends with
+        // `InternalError`, and what it still holds is torn down.
+        // (A second panic from the register adds nothing to `e`.)
+        let _ = self.clear_args_caught();
+        self.flows.remove(key);
+        self.count_dead_entry(&flow);
+        let e = flow_panic_error(p);
+        let done = flow.take_done();
+        // Each panicking value is skipped; the frame it was in has
+        // already been removed, so this ends.
+        let mut clean = false;
+        for _ in 0..TEARDOWN_TRIES {
+            match catch_unwind(AssertUnwindSafe(|| flow.teardown(self))) {
+                Ok(()) => {
+                    clean = true;
+                    break;
+                }
+                Err(p) => crate::util::panic::drop_payload(p),
+            }
+        }
+        let _ = self.clear_args_caught();
+        match done {
+            Some(c) => c.complete(Err(e)),
+            None => self.report_unhandled(&e),
+        }
+        if clean {
+            self.discard(flow);
+        } else {
+            // Still panicking after many tries: keep the loop alive
+            // and leave the rest, but give its sync slots back (a
+            // `Hold` runs no user code).
+            drop(flow.take_holds());
+            std::mem::forget(flow);
         }
     }
 
