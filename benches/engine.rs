@@ -21,11 +21,12 @@
 //!   N = 100k and 1M.
 
 mod common;
+#[path = "../examples/common/engine_cases.rs"]
+mod engine_cases;
 
 use common::{ab, full_run, profiling, table_header, Stats};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use futoin_asyncsteps::{AsyncSteps, AsyncTool, ExternalHandle, TestTool};
-use std::cell::RefCell;
+use futoin_asyncsteps::{AsyncSteps, AsyncTool, TestTool};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,17 +43,6 @@ fn tokio_rt() -> tokio::runtime::Runtime {
 }
 
 // ---------------------------------------------------------------- a. simple
-
-/// Starts `n` flows of one empty step and runs the loop until they ended.
-fn ours_simple(tool: &mut AsyncTool, n: usize) {
-    for _ in 0..n {
-        let mut root = AsyncSteps::new();
-        root.add(|_, ()| Ok(()));
-        // The flow handle is dropped: the flow runs detached.
-        root.execute(tool);
-    }
-    tool.run_until_idle().expect("loop");
-}
 
 /// Spawns `n` empty detached tasks, then awaits one more task spawned last:
 /// the current-thread scheduler runs its queue in FIFO order, so when the
@@ -98,39 +88,6 @@ fn tokio_repeat(rt: &tokio::runtime::Runtime, n: usize) {
 }
 
 // -------------------------------------------------------------- c. external
-
-thread_local! {
-    /// Where the waiting steps leave their handles: the loop thread's own
-    /// vector, as the tokio peer keeps its senders in a local `Vec`.
-    static HANDLES: RefCell<Vec<ExternalHandle>> = const { RefCell::new(Vec::new()) };
-}
-
-/// `n` flows each wait in a step; all are then completed from this thread
-/// with their index, which the next step reads. Everything is timed: flow
-/// creation, parking, completion, the continuation and teardown.
-fn ours_external(tool: &mut AsyncTool, n: usize) {
-    for _ in 0..n {
-        let mut root = AsyncSteps::new();
-        root.add(|s, ()| {
-            let h = s.wait_external();
-            HANDLES.with_borrow_mut(|v| v.push(h));
-            Ok(())
-        });
-        root.add(|_, (v,): (i32,)| {
-            black_box(v);
-            Ok(())
-        });
-        root.execute(tool);
-    }
-    // Waiting flows with no timer do not keep the loop busy.
-    tool.run_until_idle().expect("loop");
-    let hs = HANDLES.with_borrow_mut(std::mem::take);
-    debug_assert_eq!(hs.len(), n);
-    for (i, h) in hs.into_iter().enumerate() {
-        h.success((i as i32,)).expect("external success");
-    }
-    tool.run_until_idle().expect("loop");
-}
 
 /// `n` tasks each await a oneshot receiver and read the value; then every
 /// sender sends, and a last task spawned after the sends is awaited (FIFO:
@@ -201,7 +158,9 @@ fn crit_simple(c: &mut Criterion) {
     let mut g = c.benchmark_group("simple_flow");
     g.throughput(Throughput::Elements(SIMPLE_N as u64));
     let mut tool = AsyncTool::new().expect("loop");
-    g.bench_function("ours", |b| b.iter(|| ours_simple(&mut tool, SIMPLE_N)));
+    g.bench_function("ours", |b| {
+        b.iter(|| engine_cases::simple(&mut tool, SIMPLE_N))
+    });
     let rt = tokio_rt();
     g.bench_function("tokio", |b| b.iter(|| tokio_simple(&rt, SIMPLE_N)));
     g.finish();
@@ -223,7 +182,9 @@ fn crit_external(c: &mut Criterion) {
     let mut g = c.benchmark_group("external");
     g.throughput(Throughput::Elements(EXTERNAL_N as u64));
     let mut tool = AsyncTool::new().expect("loop");
-    g.bench_function("ours", |b| b.iter(|| ours_external(&mut tool, EXTERNAL_N)));
+    g.bench_function("ours", |b| {
+        b.iter(|| engine_cases::external(&mut tool, EXTERNAL_N))
+    });
     let rt = tokio_rt();
     g.bench_function("tokio", |b| b.iter(|| tokio_external(&rt, EXTERNAL_N)));
     g.finish();
@@ -351,7 +312,7 @@ fn medians_table() {
             ab(
                 batches,
                 simple_n,
-                timed(|| ours_simple(&mut tool, simple_n)),
+                timed(|| engine_cases::simple(&mut tool, simple_n)),
                 timed(|| tokio_simple(&rt, simple_n)),
             ),
         ),
@@ -369,7 +330,7 @@ fn medians_table() {
             ab(
                 batches,
                 external_n,
-                timed(|| ours_external(&mut tool, external_n)),
+                timed(|| engine_cases::external(&mut tool, external_n)),
                 timed(|| tokio_external(&rt, external_n)),
             ),
         ),
