@@ -288,7 +288,7 @@ impl Drop for Args {
 /// Drops every value, each on its own: a value whose `Drop` panics does not
 /// keep the others from being dropped, and a second panic (or one while
 /// the thread unwinds) does not abort the process (see
-/// `steps::drop_caught`). The first panic goes on once all are dropped.
+/// `util::panic`). The first panic goes on once all are dropped.
 #[cold]
 #[inline(never)]
 fn drop_values(vals: &mut [Option<Value>; 4]) {

@@ -100,7 +100,7 @@ pub struct State(Option<Box<Inner>>);
 
 impl State {
     /// Prefetch hint: brings the state's storage into the cache (see
-    /// `tool::prefetch`).
+    /// `util::prefetch`).
     #[inline]
     pub(crate) fn prefetch(&self) {
         if let Some(inner) = &self.0 {
@@ -146,7 +146,7 @@ impl State {
         let mut first = None;
         for (_, v) in inner.map.drain() {
             // A second payload is leaked, not dropped: its own `Drop` may
-            // panic too (see `steps::drop_caught`).
+            // panic too (see `util::panic`).
             crate::util::panic::drop_caught(v, &mut first);
         }
         if inner.map.capacity() > KEEP {

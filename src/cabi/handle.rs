@@ -112,7 +112,8 @@ pub(crate) fn give_str(c: CString) -> *mut c_void {
 impl StepBsi {
     fn new() -> Self {
         StepBsi {
-            hdr: table::header::<StepBsi>(),
+            // SAFETY: the header of this new `StepBsi`, its first field.
+            hdr: unsafe { table::header::<StepBsi>() },
             owner: AtomicUsize::new(0),
             live: AtomicBool::new(false),
             root_id: AtomicIsize::new(0),

@@ -98,7 +98,8 @@ struct ParBox(NonNull<RootPar>);
 impl ParBox {
     fn new(root: &RootBsi) -> Self {
         ParBox(NonNull::from(Box::leak(Box::new(RootPar {
-            hdr: table::header::<RootPar>(),
+            // SAFETY: the header of this new `RootPar`, its first field.
+            hdr: unsafe { table::header::<RootPar>() },
             root,
             idx: AtomicUsize::new(0),
             gen: AtomicU64::new(0),
@@ -123,7 +124,8 @@ static NEXT_ID: AtomicIsize = AtomicIsize::new(1);
 /// A new root on `rt`, as C gets it.
 pub(crate) fn new_root(rt: RuntimeHandle) -> *mut FutoInAsyncSteps {
     let r = Arc::new(RootBsi {
-        hdr: table::header::<RootBsi>(),
+        // SAFETY: the header of this new `RootBsi`, its first field.
+        hdr: unsafe { table::header::<RootBsi>() },
         // Odd ids never collide with the step ids (see `Step::root_id`),
         // which are even.
         id: NEXT_ID.fetch_add(2, Ordering::Relaxed),

@@ -22,8 +22,13 @@ pub(crate) unsafe trait Table {
 }
 
 /// The header of a new handle of type `H`.
+///
+/// # Safety
+/// The header goes into a new value of type `H` (its first field), and
+/// nowhere else: [`is`] takes any header that points to `H`'s table for
+/// an `H`.
 #[inline]
-pub(crate) fn header<H: Table>() -> FutoInAsyncSteps {
+pub(crate) unsafe fn header<H: Table>() -> FutoInAsyncSteps {
     FutoInAsyncSteps { api: H::table() }
 }
 

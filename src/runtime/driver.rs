@@ -307,7 +307,7 @@ impl Core {
     /// loop's) have been drained (their jobs answered; a job on a loop's
     /// own worker is answered when that loop stops).
     ///
-    /// The fence pairs with the one in `Shared::prepare_sleep` (a parked
+    /// The fence pairs with the one in `Inbox::prepare_sleep` (a parked
     /// loop sees the job or the caller, waking loops after this, sees it
     /// parked), with the one in `close` (shutdown drains the injector or we
     /// see `closing`) and with the one in `loop_died` (the same for a loop

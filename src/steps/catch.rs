@@ -75,7 +75,7 @@ impl Catch {
     }
 
     /// Prefetch hint for a boxed handler's heap memory (see
-    /// `tool::prefetch`); nothing for one kept in place.
+    /// `util::prefetch`); nothing for one kept in place.
     #[inline]
     pub(crate) fn prefetch(&self) {
         if self.table.boxed {
@@ -86,11 +86,6 @@ impl Catch {
             let p = unsafe { self.slot.get().cast::<*const u8>().read() };
             crate::util::prefetch::prefetch(p, 1);
         }
-    }
-
-    #[cfg(test)]
-    fn is_boxed(&self) -> bool {
-        self.table.boxed
     }
 }
 
@@ -184,6 +179,13 @@ where
         &Tables::<F, false>::CLONED,
         &Tables::<Box<F>, true>::CLONED,
     )
+}
+
+#[cfg(test)]
+impl Catch {
+    fn is_boxed(&self) -> bool {
+        self.table.boxed
+    }
 }
 
 #[cfg(test)]

@@ -21,8 +21,6 @@ mod iteration;
 mod unwind;
 // Prefetch hints for a flow about to be driven.
 mod lookahead;
-#[cfg(test)]
-mod tests;
 
 /// Why a flow is being driven.
 pub(crate) enum Resume {
@@ -103,7 +101,8 @@ pub(crate) struct Flow {
     start: bool,
     /// The flow ended by root cancel (not an error to report).
     canceled: bool,
-    /// An `Entry::Flow` for this flow is in the loop's queue.
+    /// An entry for this flow is in the loop's queue (the loop core's
+    /// `Entry::Engine`).
     pub queued: bool,
 }
 
@@ -551,3 +550,6 @@ impl Flow {
         self.st(sid).frames[depth].resources_in(pool)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -168,7 +168,7 @@ impl Frame {
 }
 
 impl Special {
-    /// Every stake of the frame in sync objects (see `sync::Hold`).
+    /// Every stake of the frame in sync objects (see [`Hold`](crate::steps::hold::Hold)).
     #[inline]
     pub(crate) fn all_holds(&self) -> impl Iterator<Item = &crate::steps::hold::Hold> {
         self.holds
@@ -178,18 +178,18 @@ impl Special {
 }
 
 impl Resources {
-    /// The rarely used part, allocated on first use.
+    /// The [`Special`] part, allocated on first use.
     pub(crate) fn special(&mut self) -> &mut Special {
         self.special.get_or_insert_with(Default::default)
     }
 
-    /// The rarely used part, if it was ever allocated.
+    /// The [`Special`] part, if it was ever allocated.
     #[inline]
     pub(crate) fn special_mut(&mut self) -> Option<&mut Special> {
         self.special.as_deref_mut()
     }
 
-    /// The rarely used part, if it was ever allocated.
+    /// The [`Special`] part, if it was ever allocated.
     #[inline]
     pub(crate) fn special_ref(&self) -> Option<&Special> {
         self.special.as_deref()
@@ -198,7 +198,7 @@ impl Resources {
     /// Empties it for reuse, dropping what it holds in field order (as
     /// dropping it would). A panicking `Drop` of a `stack()` value goes to
     /// the caller once everything else is dropped (the first of several;
-    /// see [`drop_caught`](crate::util::panic)).
+    /// see [`util::panic`](crate::util::panic)).
     ///
     /// Returns true when giving back its sync slots posted a message to
     /// the loop's own queue (a grant to a waiter of this loop):

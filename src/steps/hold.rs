@@ -4,8 +4,7 @@
 //! dropping it gives back is the object's own business ([`Guard`]).
 
 use crate::steps::flow::Flow;
-use crate::steps::frame::IN_PLACE;
-use crate::steps::frame::{Frame, HOLDS};
+use crate::steps::frame::{Frame, HOLDS, IN_PLACE};
 use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
 use std::sync::Arc;

@@ -4,8 +4,9 @@
 //! source on its stack keeps its [`Registered`] entry, so that ending the
 //! frame (however) ends the wait and deregisters the source.
 
+use crate::args::ArgValue;
 use crate::steps::scheduler::FlowKey;
-use crate::tool::{IoKey, Reactor};
+use crate::tool::{IoKey, Reactor, Ready};
 use std::any::Any;
 
 /// The step that waits on a source, as the readiness table knows it.
@@ -40,3 +41,6 @@ pub(crate) struct Registered {
     /// registered).
     pub deregister: fn(&mut dyn Any, &mut Reactor<IoWaiter>, IoKey),
 }
+
+/// A readiness wait's result travels between steps as their args.
+impl ArgValue for Ready {}

@@ -78,14 +78,14 @@ impl Completion {
 
     /// Records the loop and key of the started flow; a cancel requested
     /// before that is sent now.
-    pub(crate) fn bind(&self, shared: &Arc<Inbox<Scheduler>>, key: FlowKey) {
-        let _ = self.home.set((shared.clone(), key));
+    pub(crate) fn bind(&self, inbox: &Arc<Inbox<Scheduler>>, key: FlowKey) {
+        let _ = self.home.set((inbox.clone(), key));
         // Pairs with the fence in `request_cancel`: at least one side sees
         // the other's write, so a cancel racing the start is never lost (a
         // second Cancel message for the same flow is harmless).
         fence(Ordering::SeqCst);
         if self.cancel.load(Ordering::Relaxed) {
-            shared.send(FlowMsg::Cancel(key).into_msg());
+            inbox.send(FlowMsg::Cancel(key).into_msg());
         }
     }
 
@@ -124,8 +124,8 @@ impl Completion {
     fn request_cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        if let Some((shared, k)) = self.home.get() {
-            shared.send(FlowMsg::Cancel(*k).into_msg());
+        if let Some((inbox, k)) = self.home.get() {
+            inbox.send(FlowMsg::Cancel(*k).into_msg());
         }
     }
 

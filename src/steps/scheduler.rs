@@ -37,7 +37,7 @@ new_key_type! {
 /// Steps a flow may run before it yields the loop to other work.
 pub(crate) const BURST: u32 = 1024;
 
-/// At most this many emptied `Resources`s are kept for reuse per loop (a few
+/// At most this many emptied `Resources` boxes are kept for reuse per loop (a few
 /// hundred bytes each).
 const RESOURCES_POOL_MAX: usize = 1024;
 
@@ -102,7 +102,9 @@ pub struct Stats {
 /// assert_eq!(*log.borrow(), ["now", "late"]);
 /// ```
 pub struct Scheduler {
-    /// The loop core: tasks, timers, the inbox, the readiness table.
+    /// The loop core: tasks, timers, the inbox, the readiness table. The
+    /// first field: dropped right after `Drop` has cancelled the flows, it
+    /// closes the inbox (answering the messages left) before the pools go.
     pub(crate) core: Core<Scheduler>,
     pub(crate) flows: SlotMap<FlowKey, Option<Box<Flow>>>,
     // Boxed so a flow moves in and out of the slot map as one pointer.
@@ -113,7 +115,7 @@ pub struct Scheduler {
     /// keep (`None` outside one); see `trim_pools`.
     idle_since: Option<Instant>,
     pub(crate) pool_limits: pools::PoolLimits,
-    /// Emptied `Resources`s of ended frames, ready for reuse (at most
+    /// Emptied `Resources` boxes of ended frames, ready for reuse (at most
     /// `RESOURCES_POOL_MAX`).
     #[allow(clippy::vec_box)]
     pub(crate) spare_resources: Vec<Box<Resources>>,
@@ -347,12 +349,6 @@ impl Scheduler {
     pub(crate) fn release_token(&mut self, t: Arc<WaitToken>) {
         WaitToken::release(t, &mut self.tokens, self.peak_flows);
     }
-
-    /// The ended flows kept for reuse (tests look inside).
-    #[cfg(test)]
-    pub(crate) fn pooled(&self) -> &[Box<Flow>] {
-        &self.pool
-    }
 }
 
 /// The engine's side of the loop: what the loop core hands back to it.
@@ -465,5 +461,13 @@ impl Drop for Scheduler {
         for k in keys {
             self.drive(k, Resume::Cancel);
         }
+    }
+}
+
+#[cfg(test)]
+impl Scheduler {
+    /// The ended flows kept for reuse (tests look inside).
+    pub(crate) fn pooled(&self) -> &[Box<Flow>] {
+        &self.pool
     }
 }

@@ -9,6 +9,7 @@ use super::{panic_error, Engine, Stage};
 use crate::error::Error;
 use slotmap::{new_key_type, SlotMap};
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,6 +100,10 @@ pub(crate) struct Core<H: Engine> {
     stopped: bool,
     /// Marks the creating thread as a loop owner while the loop lives.
     _owner: OwnerGuard,
+    /// Neither `Send` nor `Sync`, whatever the tasks hold: a loop core stays
+    /// on the thread that made it, which the inbox's local queue relies on
+    /// (see `Inbox::local`).
+    _local: PhantomData<*const ()>,
 }
 
 impl<H: Engine> Core<H> {
@@ -117,6 +122,7 @@ impl<H: Engine> Core<H> {
             io: None,
             stopped: false,
             _owner: OwnerGuard::new(),
+            _local: PhantomData,
         }
     }
 
@@ -172,7 +178,10 @@ impl<H: Engine> Core<H> {
         (h.tool == self.inbox.id).then_some(h.key)
     }
 
-    /// Schedules `f` to run after `delay`; see `Scheduler::deferred`.
+    /// Schedules `f` to run after `delay`, counted from this call (the
+    /// clock is read again on a real-time loop); a zero delay runs it on
+    /// the next pass, after the immediates already queued. A delay above
+    /// [`MAX_DELAY`] counts as `MAX_DELAY`.
     pub(crate) fn deferred(
         &mut self,
         delay: Duration,
@@ -245,7 +254,8 @@ impl<H: Engine> Core<H> {
         )
     }
 
-    /// Replaces the unhandled-error hook; see `Scheduler`'s.
+    /// Replaces what happens to an error nobody waits for (the default
+    /// writes one line to stderr).
     pub(crate) fn set_unhandled_error_hook(&mut self, hook: impl FnMut(&Error) + 'static) {
         self.unhandled = Some(Box::new(hook));
     }
@@ -472,5 +482,98 @@ impl<H: Engine> Drop for Core<H> {
     fn drop(&mut self) {
         // Every message still queued, and every later one, is answered.
         self.inbox.close();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The loop core on an engine of its own: a log, with no flows at all.
+
+    use super::*;
+    use crate::tool::Done;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Engine messages settled because their loop was gone.
+        static SETTLED: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// An engine that logs what the loop hands it; entry 0 is work that
+    /// is gone.
+    struct Log {
+        core: Core<Log>,
+        seen: Vec<String>,
+    }
+
+    impl Engine for Log {
+        type Msg = u32;
+        type Timer = u32;
+        type Entry = u32;
+        type Waiter = ();
+
+        fn core(&mut self) -> &mut Core<Self> {
+            &mut self.core
+        }
+        fn core_ref(&self) -> &Core<Self> {
+            &self.core
+        }
+        fn on_message(&mut self, m: u32) {
+            self.seen.push(format!("message {m}"));
+        }
+        fn on_timer(&mut self, t: u32) {
+            self.seen.push(format!("timer {t}"));
+        }
+        fn run_entry(&mut self, e: u32) -> bool {
+            if e == 0 {
+                return false;
+            }
+            self.seen.push(format!("entry {e}"));
+            true
+        }
+        fn on_ready(&mut self, _: Done<()>) {
+            self.seen.push("ready".into());
+        }
+        fn settle(m: u32) {
+            SETTLED.with(|s| s.set(s.get() + m));
+        }
+    }
+
+    fn engine() -> Log {
+        Log {
+            core: Core::new(Instant::now()),
+            seen: Vec::new(),
+        }
+    }
+
+    /// A pass runs the due timers' entries after what was queued before
+    /// them, and the messages first; a dead entry is dropped uncounted, and
+    /// an engine timer is not a user's task.
+    #[test]
+    fn a_pass_hands_the_engine_its_messages_timers_and_entries_in_order() {
+        let mut e = engine();
+        e.core.push_entry(1);
+        e.core.immediate(|e: &mut Log| e.seen.push("task".into()));
+        let t = e.core.engine_timer(Duration::ZERO, 7);
+        e.core.push_entry(0);
+        e.core.entry_died();
+        e.core.inbox.send(Msg::Engine(5));
+        assert_eq!(e.core.immediates(), 2, "the dead entry is not counted");
+        assert!(!e.core.is_valid(e.core.handle_of(t)), "an engine timer");
+
+        assert_eq!(Core::run_pass(&mut e), 4, "the dead entry did not run");
+        assert_eq!(e.seen, ["message 5", "entry 1", "task", "timer 7"]);
+        assert!(e.core.is_idle());
+        assert_eq!(e.core.immediates(), 0);
+    }
+
+    /// A dropped loop core settles the engine messages still queued.
+    #[test]
+    fn a_dropped_core_settles_the_engine_messages_left() {
+        let e = engine();
+        e.core.inbox.send(Msg::Engine(3));
+        e.core.inbox.send(Msg::Stop);
+        let before = SETTLED.with(Cell::get);
+        drop(e);
+        assert_eq!(SETTLED.with(Cell::get) - before, 3);
     }
 }

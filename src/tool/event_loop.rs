@@ -66,7 +66,9 @@ impl Poller {
         })
     }
 
-    /// The mio registry; see `AsyncTool::registry`.
+    /// The mio registry. Once it has been asked for, the loop always
+    /// sleeps in its poll (sources the readiness table does not know of
+    /// may be registered), so such a source still ends a blocking turn.
     pub(crate) fn registry(&self) -> &mio::Registry {
         self.foreign_sources.set(true);
         self.poll.registry()
@@ -74,8 +76,12 @@ impl Poller {
 
     /// One turn for a driver with work sources of its own: the loop only
     /// sleeps when `idle()` holds after the loop has published that it is
-    /// going to sleep (see `Inbox::prepare_sleep`). See
-    /// `AsyncTool::iterate` for what a turn does.
+    /// going to sleep (see `Inbox::prepare_sleep`). A turn: a busy poll
+    /// while sources are registered, one pass (`Core::run_pass`); if
+    /// nothing ran, the quiet turn's trim, a yield and a last poll before
+    /// sleeping in the poll, then the sleep (in the poll while sources are
+    /// registered, parked otherwise) up to `max_wait`, the next timer or
+    /// the trim, and another pass. Returns how many events ran.
     pub(crate) fn iterate<H: Engine>(
         &mut self,
         h: &mut H,
@@ -208,8 +214,9 @@ impl Poller {
         Ok((n, woken))
     }
 
-    /// Runs until no callback, timer, message or queued work is left; see
-    /// `AsyncTool::run_until_idle`.
+    /// Runs until no callback, timer, message or queued work is left. Work
+    /// that waits for another thread with no timer (an external
+    /// completion, say) does not keep it running.
     pub(crate) fn run_until_idle<H: Engine>(&mut self, h: &mut H) -> io::Result<()> {
         loop {
             self.iterate(h, Some(Duration::ZERO), &|| true)?;

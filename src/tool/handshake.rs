@@ -171,16 +171,6 @@ impl Handshake {
         self.sleeping.swap(AWAKE, Relaxed);
     }
 
-    /// How the loop sleeps now, if it does (tests).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
-        match self.sleeping.load(Relaxed) {
-            POLL => Some(Sleep::Poll),
-            PARK => Some(Sleep::Park),
-            _ => None,
-        }
-    }
-
     /// True while the loop is (about to be) asleep: a hint.
     #[inline]
     pub(crate) fn is_sleeping(&self) -> bool {
@@ -201,6 +191,18 @@ impl Handshake {
     pub(crate) fn close(&self) {
         self.closed.store(true, Relaxed);
         fence(SeqCst);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl Handshake {
+    /// How the loop sleeps now, if it does (tests).
+    pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
+        match self.sleeping.load(Relaxed) {
+            POLL => Some(Sleep::Poll),
+            PARK => Some(Sleep::Park),
+            _ => None,
+        }
     }
 }
 
@@ -427,7 +429,7 @@ mod loom_tests {
             }
         }
 
-        /// `AsyncTool::iterate` turns until `n` messages were taken: run a
+        /// `Poller::iterate` turns until `n` messages were taken: run a
         /// pass (drain the inbox), then `prepare_sleep`, `poll`, `woke`.
         /// The first poll times out when `first_times_out` (a timer was
         /// due). Returns the messages taken and how many times `sleeping`

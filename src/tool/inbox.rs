@@ -140,15 +140,14 @@ impl<H: Engine> Inbox<H> {
         // SAFETY: `local` is only reached from the thread that owns the loop:
         // `send` checks `is_same_thread()` first, and the other callers
         // (`close`, `prepare_sleep`, `Batch::next`, `is_empty`, `depth`,
-        // `local_len`) are reached
-        // only through the owner's loop core (`Core`, held by its engine
-        // and the tool holding that: all `!Send`, so the owner never
-        // changes), as the assertion above
-        // checks in debug builds. So no two
-        // threads touch it. On that thread the `&mut` lives only inside `f`,
-        // which only pushes, pops or reads the length and never runs user
-        // code (a popped message is handled after `f` returns), so no second
-        // `&mut` can overlap.
+        // `local_len`) are reached only through the owner's loop core
+        // (`Core`, made on the owner thread and `!Send` by its marker
+        // field, so it never leaves that thread) or the engine and tool
+        // holding it, as the assertion above checks in debug builds. So no
+        // two threads touch it. On that thread the `&mut` lives only inside
+        // `f`, which only pushes, pops or reads the length and never runs
+        // user code (a popped message is handled after `f` returns), so no
+        // second `&mut` can overlap.
         f(unsafe { &mut *self.local.get() })
     }
 
@@ -249,12 +248,6 @@ impl<H: Engine> Inbox<H> {
     /// after its fence instead.
     pub(crate) fn is_sleeping(&self) -> bool {
         self.hs.is_sleeping()
-    }
-
-    /// How the loop sleeps now, if it does (tests).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
-        self.hs.sleeping_as()
     }
 
     pub(crate) fn woke(&self) {
@@ -407,5 +400,13 @@ impl Drain {
         }
         self.done = true;
         None
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl<H: Engine> Inbox<H> {
+    /// How the loop sleeps now, if it does (tests).
+    pub(crate) fn sleeping_as(&self) -> Option<Sleep> {
+        self.hs.sleeping_as()
     }
 }

@@ -19,8 +19,6 @@ mod timers;
 pub use self::core::TaskHandle;
 pub(crate) use self::core::{Core, TaskKey, MAX_DELAY};
 pub(crate) use event_loop::Poller;
-#[cfg(test)]
-pub(crate) use inbox::Sleep;
 pub(crate) use inbox::{owns_loop, Drain, Inbox, Msg};
 pub use reactor::Ready;
 pub(crate) use reactor::{Begin, Done, IoKey, Reactor};
@@ -104,3 +102,6 @@ pub(crate) enum Trim {
 pub(crate) fn panic_error(what: &str, p: Payload) -> Error {
     Error::internal(format!("panic in {what}: {}", message(p)))
 }
+
+#[cfg(test)]
+pub(crate) use inbox::Sleep;

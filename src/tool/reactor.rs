@@ -12,7 +12,6 @@
 //! or a read came back short), and wait first, without a system call,
 //! until an event says it is worth trying again.
 
-use crate::args::ArgValue;
 use slotmap::{new_key_type, Key, KeyData, SlotMap};
 
 new_key_type! {
@@ -20,8 +19,9 @@ new_key_type! {
     pub(crate) struct IoKey;
 }
 
-/// What a readiness wait saw ([`Step::wait_io`](crate::Step::wait_io)): the
-/// result args of the waiting step.
+/// What a readiness wait saw: which of a source's readiness states an
+/// event (or the readiness kept since) reported. A step's
+/// [`wait_io`](crate::Step::wait_io) completes with it as its result args.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Ready {
@@ -36,8 +36,6 @@ pub struct Ready {
     /// The source reports an error (read it with `take_error`).
     pub error: bool,
 }
-
-impl ArgValue for Ready {}
 
 /// One registered source.
 struct Reg<W> {

@@ -1,6 +1,6 @@
 //! Small helpers every layer uses: dropping values whose `Drop` may panic,
-//! cache prefetch hints, taking from crossbeam queues, telling threads apart. Nothing here knows of
-//! loops, flows or errors.
+//! cache prefetch hints, taking from crossbeam queues, telling threads
+//! apart. Nothing here uses the rest of the crate.
 
 pub(crate) mod panic;
 pub(crate) mod prefetch;

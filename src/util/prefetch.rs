@@ -7,7 +7,7 @@
 //! the other, every load of every chain waits for memory. The loop
 //! therefore looks a few entries ahead and asks the processor to fetch the
 //! next flows' parts while the current one runs (see
-//! `Scheduler::look_ahead`). The same was tried on the inbox (a non-loop
+//! `Core::look_ahead` and the engine's `Scheduler::prefetch_timeout`). The same was tried on the inbox (a non-loop
 //! thread completing a million waiting steps) and left out: its messages
 //! come for flows in about the order they were created, which the
 //! processor's own prefetcher already follows, and it measured no gain.

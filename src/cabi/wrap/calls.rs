@@ -16,7 +16,6 @@ use crate::cabi::value;
 use crate::error::{Control, Error, StepResult};
 use parking_lot::Mutex;
 use std::borrow::Cow;
-use std::ffi::CStr;
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -183,21 +182,6 @@ impl ForeignSteps<'_> {
     /// The code of the flow's `last_exception`, if any.
     pub fn last_exception(&mut self) -> Option<String> {
         self.c_state("last_exception")
-    }
-
-    fn c_state(&mut self, name: &str) -> Option<String> {
-        let name = c_string(name);
-        let sv = self.api.state_variable?;
-        // SAFETY: this callback's live handle; no allocate, so the
-        // predefined string (or NULL) comes back.
-        let p = unsafe { sv(self.bsi, std::ptr::null_mut(), name.as_ptr(), None, None) };
-        (!p.is_null()).then(|| {
-            // SAFETY: the predefined variables are NUL-terminated strings,
-            // and `p` is not NULL.
-            unsafe { CStr::from_ptr(p.cast()) }
-                .to_string_lossy()
-                .into_owned()
-        })
     }
 
     /// Moves `value` into memory that lives until this step ends (spec

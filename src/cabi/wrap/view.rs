@@ -215,10 +215,27 @@ impl<'a> ForeignSteps<'a> {
                 .to_string_lossy()
                 .into_owned()
         };
-        match self.error_info() {
+        match self.c_state("error_info") {
             Some(i) => Error::with_info(code, i),
             None => Error::new(code),
         }
+    }
+
+    /// A predefined state variable of the flow (`error_info`,
+    /// `last_exception`), read through the function table.
+    pub(super) fn c_state(&mut self, name: &str) -> Option<String> {
+        let name = c_string(name);
+        let sv = self.api.state_variable?;
+        // SAFETY: this callback's live handle; no allocate, so the
+        // predefined string (or NULL) comes back.
+        let p = unsafe { sv(self.bsi, std::ptr::null_mut(), name.as_ptr(), None, None) };
+        (!p.is_null()).then(|| {
+            // SAFETY: the predefined variables are NUL-terminated strings,
+            // and `p` is not NULL.
+            unsafe { CStr::from_ptr(p.cast()) }
+                .to_string_lossy()
+                .into_owned()
+        })
     }
 }
 

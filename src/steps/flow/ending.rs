@@ -51,7 +51,7 @@ impl Flow {
         }
     }
 
-    /// Ends a popped frame that has a wait token, a timer or an `Resources`.
+    /// Ends a popped frame that has a wait token, a timer or `Resources`.
     fn end_popped(&mut self, sched: &mut Scheduler, mut f: Frame, cancel: bool) {
         self.end_frame(sched, &mut f, cancel);
         if let Some(x) = f.resources.take() {

@@ -107,11 +107,11 @@ impl Flow {
 
     pub(super) fn poll_future(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
         let key = self.key;
-        let shared = sched.core.inbox.clone();
+        let inbox = &sched.core.inbox;
         let f = self.top(sid);
         let seq = f.seq;
         let (fut, wake) = f.resources.as_mut()?.special_mut()?.fut.as_mut()?;
-        let wake = wake.get_or_insert_with(|| FutureWake::new(shared, key, sid, seq));
+        let wake = wake.get_or_insert_with(|| FutureWake::new(inbox.clone(), key, sid, seq));
         wake.rearm();
         let waker = Waker::from(wake.clone());
         let mut cx = Context::from_waker(&waker);

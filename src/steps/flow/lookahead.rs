@@ -1,5 +1,5 @@
 //! Prefetch hints for a flow the loop is about to drive (see
-//! `tool::prefetch`): its current frame, then what that frame points to.
+//! `util::prefetch`): its current frame, then what that frame points to.
 //! Only addresses are computed here; nothing is changed.
 
 use super::Flow;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 const TEARDOWN_TRIES: usize = 64;
 
 /// The error a panic that ended a flow gives it.
-fn flow_panic_error(p: Box<dyn std::any::Any + Send>) -> Error {
+fn flow_panic_error(p: Payload) -> Error {
     match p.downcast::<FlowPanic>() {
         Ok(fp) => fp.0,
         Err(p) => panic_error("a value dropped by the flow", p),
@@ -131,9 +131,6 @@ impl Scheduler {
     #[cold]
     #[inline(never)]
     fn torn_down(&mut self, key: FlowKey, mut flow: Box<Flow>, p: Payload) {
-        // A panic the flow cannot go on from (a user `Drop` run by
-        // the engine, a cancel callback): it ends with
-        // `InternalError`, and what it still holds is torn down.
         // (A second panic from the register adds nothing to `e`.)
         let _ = self.clear_args_caught();
         self.flows.remove(key);
@@ -168,7 +165,7 @@ impl Scheduler {
         }
     }
 
-    /// A flow that ended while its `Entry::Flow` was still queued (a root
+    /// A flow that ended while its entry (the loop core's `Entry::Engine`) was still queued (a root
     /// cancel, a timeout or a completion ended it first) leaves that entry
     /// dead: counted like a cancelled task's, skipped when it comes up.
     #[inline]

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 /// A typed reference to a value allocated with [`Step::stack`]; valid while
 /// that step runs (including its sub-steps), `Copy`, usable in sub-steps.
 pub struct StackRef<T> {
-    /// The loop of the flow (`Shared::id`, never reused): flow keys are
+    /// The loop of the flow (`Inbox::id`, never reused): flow keys are
     /// only unique within one loop.
     pub(crate) tool: u64,
     pub(crate) flow: FlowKey,
