@@ -14,7 +14,9 @@
 //! - `external`: a flow waits in `wait_external()`, is completed from the
 //!   loop thread with an `i32`, and the next step reads it;
 //! - `repeat-add`: a `repeat` iteration that adds a sub-step capturing its
-//!   index.
+//!   index;
+//! - `error`: a `repeat` iteration that adds a step failing with a static
+//!   error, recovered by its handler.
 
 #[path = "common/engine_cases.rs"]
 mod engine_cases;
@@ -32,8 +34,9 @@ fn main() {
         "simple" => engine_cases::simple,
         "external" => engine_cases::external,
         "repeat-add" => engine_cases::repeat_add,
+        "error" => engine_cases::error_recovered,
         _ => {
-            eprintln!("usage: instructions <simple|external|repeat-add> <batches>");
+            eprintln!("usage: instructions <simple|external|repeat-add|error> <batches>");
             std::process::exit(2);
         }
     };

@@ -65,3 +65,15 @@ pub fn repeat_add(tool: &mut AsyncTool, n: usize) {
     let p = root.promise::<()>(tool);
     tool.block_on(p).expect("repeat flow");
 }
+
+/// One flow whose `repeat(n)` body adds a step that fails with a static
+/// error and whose handler recovers.
+pub fn error_recovered(tool: &mut AsyncTool, n: usize) {
+    let mut root = AsyncSteps::new();
+    root.repeat(n, |s, _| {
+        s.add_catch(|s, ()| s.error("Failed", "here"), |s, _| s.success(()));
+        Ok(())
+    });
+    let p = root.promise::<()>(tool);
+    tool.block_on(p).expect("repeat flow");
+}
