@@ -394,12 +394,11 @@ const BOUNDS: &[(&str, f64)] = &[
     ("loop iteration", 0.0),
     // The loop's boxed driver and the box around it and its label.
     ("repeat(1)", 2.0),
-    // The error itself (an `Arc`).
-    ("error recovered at its level", 1.0),
-    ("error recovered 3 levels up", 1.0),
+    ("error recovered at its level", 0.0),
+    ("error recovered 3 levels up", 0.0),
     // The boxed future and its waker.
     ("await a ready future", 2.0),
-    ("await a rejected future", 3.0),
+    ("await a rejected future", 2.0),
     ("await a once-pending future", 2.0),
     ("wait_external completed on the loop", 0.0),
     // The cross-thread queue's blocks, 63 messages a block (0.016).

@@ -3,6 +3,7 @@
 
 use super::codes;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -52,7 +53,10 @@ struct Inner {
 ///
 /// Cloning shares the code and info (a reference count, no allocation):
 /// the engine keeps the error it raises in `last_exception` as well as
-/// handing it to the handlers.
+/// handing it to the handlers. An error made of `&'static str`s only is
+/// shared too: each thread keeps the last eight such errors it made and
+/// hands one out again when the same strings come back, so raising a
+/// literal error in a loop allocates nothing once it has been made.
 #[derive(Clone)]
 pub struct Error(Arc<Inner>);
 
@@ -60,16 +64,91 @@ thread_local! {
     /// The `Timeout` a step's timer raises, shared by the flows of this
     /// thread: a timeout allocates no error.
     static TIMEOUT: Error = Error::new(codes::TIMEOUT);
+    /// The errors of static strings this thread made last (see
+    /// [`Error::make`]).
+    static STATIC_ERRORS: RefCell<Interned> = const {
+        RefCell::new(Interned {
+            errors: [const { None }; INTERNED],
+            next: 0,
+        })
+    };
+}
+
+/// How many errors of static strings a thread keeps for reuse.
+const INTERNED: usize = 8;
+
+/// The errors of static strings a thread made last, replaced in turn.
+struct Interned {
+    errors: [Option<Error>; INTERNED],
+    next: usize,
+}
+
+/// The same `&'static str` (the same bytes at the same address).
+fn same(a: &str, b: &'static str) -> bool {
+    std::ptr::eq(a, b)
+}
+
+impl Inner {
+    /// True when this error is made of exactly these static strings.
+    fn is_static(&self, code: &'static str, info: Option<&'static str>, control: &Control) -> bool {
+        let info_same = match (&self.info, info) {
+            (None, None) => true,
+            (Some(Cow::Borrowed(a)), Some(b)) => same(a, b),
+            _ => false,
+        };
+        matches!(&self.code, Cow::Borrowed(c) if same(c, code))
+            && info_same
+            && self.control == *control
+    }
 }
 
 impl Error {
+    /// An error of `code`, `info` and `control`. One made of static
+    /// strings only (a literal code and info, a loop control without a
+    /// label or with a literal one) is taken from the thread's last
+    /// [`INTERNED`] such errors when it is among them (a shared reference,
+    /// no allocation): a step that raises the same error again and again,
+    /// as a server refusing requests does, allocates none.
+    fn make(code: Cow<'static, str>, info: Option<Cow<'static, str>>, control: Control) -> Self {
+        if let (Cow::Borrowed(c), None | Some(Cow::Borrowed(_))) = (&code, &info) {
+            let i = match &info {
+                Some(Cow::Borrowed(i)) => Some(*i),
+                _ => None,
+            };
+            let kept = STATIC_ERRORS.try_with(|cell| {
+                let mut k = cell.try_borrow_mut().ok()?;
+                if let Some(e) = k
+                    .errors
+                    .iter()
+                    .flatten()
+                    .find(|e| e.0.is_static(c, i, &control))
+                {
+                    return Some(e.clone());
+                }
+                let e = Error(Arc::new(Inner {
+                    code: Cow::Borrowed(c),
+                    info: i.map(Cow::Borrowed),
+                    control: control.clone(),
+                }));
+                let at = k.next;
+                k.next = (at + 1) % INTERNED;
+                k.errors[at] = Some(e.clone());
+                Some(e)
+            });
+            if let Ok(Some(e)) = kept {
+                return e;
+            }
+        }
+        Error(Arc::new(Inner {
+            code,
+            info,
+            control,
+        }))
+    }
+
     /// An error with a code and no info.
     pub fn new(code: impl Into<Cow<'static, str>>) -> Self {
-        Error(Arc::new(Inner {
-            code: code.into(),
-            info: None,
-            control: Control::None,
-        }))
+        Self::make(code.into(), None, Control::None)
     }
 
     /// An error with a code and an info string.
@@ -77,11 +156,7 @@ impl Error {
         code: impl Into<Cow<'static, str>>,
         info: impl Into<Cow<'static, str>>,
     ) -> Self {
-        Error(Arc::new(Inner {
-            code: code.into(),
-            info: Some(info.into()),
-            control: Control::None,
-        }))
+        Self::make(code.into(), Some(info.into()), Control::None)
     }
 
     /// An `InternalError` with the given info; every misuse of the API is one.
@@ -108,11 +183,7 @@ impl Error {
             Control::Continue(l) => (codes::LOOP_CONT, l.clone()),
             Control::None => (codes::INTERNAL_ERROR, None),
         };
-        Error(Arc::new(Inner {
-            code: Cow::Borrowed(code),
-            info: label,
-            control,
-        }))
+        Self::make(Cow::Borrowed(code), label, control)
     }
 
     /// The error code.
@@ -214,6 +285,39 @@ mod tests {
         assert_eq!(*p.control_ref(), Control::None);
         assert_eq!(*kept.control_ref(), Control::Continue(None));
         assert_eq!(p.code(), kept.code());
+    }
+
+    /// An error of static strings is made once per thread and shared;
+    /// one of other strings, or of another control, is a new one.
+    #[test]
+    fn static_errors_are_shared_per_thread() {
+        const INFO: &str = "no such user";
+        let a = Error::with_info("NotFound", INFO);
+        let b = Error::with_info("NotFound", INFO);
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert!(Arc::ptr_eq(&Error::new("Busy").0, &Error::new("Busy").0));
+        let owned = Error::with_info("NotFound", String::from(INFO));
+        assert!(!Arc::ptr_eq(&a.0, &owned.0));
+        assert_eq!(a, owned, "equal by code and info all the same");
+        let no_info = Error::new("NotFound");
+        assert!(!Arc::ptr_eq(&a.0, &no_info.0));
+        let brk = Error::control(Control::Break(None));
+        assert!(Arc::ptr_eq(&brk.0, &Error::control(Control::Break(None)).0));
+        let cont = Error::control(Control::Continue(None));
+        assert!(!Arc::ptr_eq(&brk.0, &cont.0), "another control");
+        // A shared one made plain leaves the others as they are.
+        let plain = Error::control(Control::Break(None)).into_plain();
+        assert_eq!(*plain.control_ref(), Control::None);
+        assert_eq!(*brk.control_ref(), Control::Break(None));
+        let other = std::thread::spawn(move || Error::with_info("NotFound", INFO))
+            .join()
+            .unwrap();
+        assert!(!Arc::ptr_eq(&a.0, &other.0), "kept per thread");
+        // Eight others push it out; it is made anew.
+        for i in 0..INTERNED {
+            let _ = Error::with_info("Filler", ["0", "1", "2", "3", "4", "5", "6", "7"][i]);
+        }
+        assert!(!Arc::ptr_eq(&a.0, &Error::with_info("NotFound", INFO).0));
     }
 
     #[test]
