@@ -388,9 +388,8 @@ impl std::future::Future for YieldOnce {
 const BOUNDS: &[(&str, f64)] = &[
     ("simple flow", 0.0),
     ("sub-step", 0.0),
-    // The builder's vector of branches, and the step's list of them.
-    ("parallel of 2", 2.0),
-    ("parallel of 8", 3.0),
+    ("parallel of 2", 0.0),
+    ("parallel of 8", 0.0),
     ("loop iteration", 0.0),
     // The loop's boxed driver and the box around it and its label.
     ("repeat(1)", 2.0),

@@ -100,8 +100,9 @@ pub(crate) struct LoopState {
 }
 
 pub(crate) struct ParState {
-    /// Branch strands as (index, generation).
-    pub branches: Vec<(u32, u32)>,
+    /// Branch strands as (index, generation); up to eight in place, so a
+    /// parallel of a few branches allocates no list.
+    pub branches: smallvec::SmallVec<[(u32, u32); 8]>,
     pub remaining: u32,
 }
 

@@ -56,21 +56,23 @@ impl Flow {
                     (out, Some(frame)) => self.after_frameless(sched, sid, r, out, frame),
                 }
             }
-            Exec::Parallel(branches) => {
+            Exec::Parallel(mut branches) => {
                 self.push_frame(sid, catch, crate::steps::def::parallel_name, Kind::Parallel);
                 if branches.is_empty() {
+                    sched.recycle_branch_list(branches);
                     self.pop_frame(sched, sid, false);
                     return Some(Act::Next);
                 }
                 let pseq = self.seq;
-                let mut ids = Vec::with_capacity(branches.len());
-                for b in branches {
+                let mut ids = smallvec::SmallVec::new();
+                for b in branches.drain(..) {
                     let bid = self.new_strand(sid, pseq);
                     let st = self.st(bid);
                     st.queue.push(b);
                     ids.push((bid, st.gen));
                     self.push_ready(bid, Queued::Next(Args::new()));
                 }
+                sched.recycle_branch_list(branches);
                 let f = self.top(sid);
                 f.flags |= WAIT;
                 f.resources_in(&mut sched.spare_resources).special().par = Some(ParState {
