@@ -90,7 +90,12 @@ pub(crate) struct Special {
     pub sources: smallvec::SmallVec<[crate::steps::io_wait::Registered; 1]>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
-    pub fut: Option<(BoxFuture, Option<Arc<FutureWake>>)>,
+    /// An awaited future.
+    pub fut: Option<BoxFuture>,
+    /// The waker of the awaited future; kept when the `Special` part is
+    /// recycled, and readdressed for the next await whose frame gets it
+    /// when no clone of it is left (see `FutureWake::reuse`).
+    pub wake: Option<Arc<FutureWake>>,
 }
 
 pub(crate) struct LoopState {

@@ -50,6 +50,31 @@ impl FutureWake {
         })
     }
 
+    /// A waker for step `seq` of `strand` in `flow`: `old` (a former await's
+    /// waker kept with a frame's resources) readdressed when nothing else
+    /// holds it any more, else a new one. A clone still alive (a future
+    /// that handed its waker on, say) keeps the old address: its late wake
+    /// finds no step waiting there, and is ignored.
+    pub(crate) fn reuse(
+        old: Option<Arc<Self>>,
+        inbox: &Arc<Inbox<Scheduler>>,
+        flow: FlowKey,
+        strand: u32,
+        seq: u32,
+    ) -> Arc<Self> {
+        if let Some(mut w) = old {
+            if let Some(m) = Arc::get_mut(&mut w) {
+                debug_assert!(Arc::ptr_eq(&m.inbox, inbox), "a waker of another loop");
+                m.flow = flow;
+                m.strand = strand;
+                m.seq = seq;
+                *m.queued.get_mut() = false;
+                return w;
+            }
+        }
+        Self::new(inbox.clone(), flow, strand, seq)
+    }
+
     /// Allows the next wake to queue a poll again; called right before polling.
     pub(crate) fn rearm(&self) {
         self.queued.store(false, Ordering::Release);

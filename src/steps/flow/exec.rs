@@ -95,9 +95,19 @@ impl Flow {
             }
             Exec::Await(fut, name) => {
                 self.push_frame(sid, catch, name, Kind::Await);
+                let key = self.key;
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.resources_in(&mut sched.spare_resources).special().fut = Some((fut, None));
+                let seq = f.seq;
+                let special = f.resources_in(&mut sched.spare_resources).special();
+                special.fut = Some(fut);
+                special.wake = Some(FutureWake::reuse(
+                    special.wake.take(),
+                    &sched.core.inbox,
+                    key,
+                    sid,
+                    seq,
+                ));
                 self.poll_future(sched, sid)
             }
         }
@@ -108,12 +118,8 @@ impl Flow {
     }
 
     pub(super) fn poll_future(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
-        let key = self.key;
-        let inbox = &sched.core.inbox;
-        let f = self.top(sid);
-        let seq = f.seq;
-        let (fut, wake) = f.resources.as_mut()?.special_mut()?.fut.as_mut()?;
-        let wake = wake.get_or_insert_with(|| FutureWake::new(inbox.clone(), key, sid, seq));
+        let special = self.top(sid).resources.as_mut()?.special_mut()?;
+        let (fut, wake) = (special.fut.as_mut()?, special.wake.as_ref()?);
         wake.rearm();
         let waker = Waker::from(wake.clone());
         let mut cx = Context::from_waker(&waker);
