@@ -391,8 +391,7 @@ const BOUNDS: &[(&str, f64)] = &[
     ("parallel of 2", 0.0),
     ("parallel of 8", 0.0),
     ("loop iteration", 0.0),
-    // The loop's boxed driver and the box around it and its label.
-    ("repeat(1)", 2.0),
+    ("repeat(1)", 0.0),
     ("error recovered at its level", 0.0),
     ("error recovered 3 levels up", 0.0),
     // The boxed future.

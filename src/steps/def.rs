@@ -90,9 +90,8 @@ where
     Box::new(Cloned::<F, A, N>(f, PhantomData))
 }
 
-/// A loop driver: produces the next iteration by running the body on the
-/// given step, or `None` when the loop condition ends the loop.
-pub(crate) type LoopIter = Box<dyn FnMut(&mut Step<'_>) -> Option<StepResult>>;
+/// A loop driver (see `loop_iter`).
+pub(crate) use crate::steps::loop_iter::LoopIter;
 
 /// A boxed future that a step awaits.
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Args, Error>>>>;
@@ -103,7 +102,11 @@ pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Args, Error>>>>;
 pub(crate) enum Exec {
     Fn(crate::steps::inline::Callback),
     Parallel(Vec<StepDef>),
-    Loop(Box<(LoopIter, Option<String>)>, NameFn),
+    /// A loop without a label: its driver (which knows the loop's name).
+    Loop(LoopIter),
+    /// A loop with a label (kept boxed with its driver, so a step
+    /// definition stays six words).
+    LabeledLoop(Box<(LoopIter, String)>),
     Await(BoxFuture, NameFn),
 }
 
@@ -125,7 +128,9 @@ impl StepDef {
         match &self.exec {
             Exec::Fn(f) => f.name(),
             Exec::Parallel(_) => parallel_name,
-            Exec::Loop(_, name) | Exec::Await(_, name) => *name,
+            Exec::Loop(l) => l.name(),
+            Exec::LabeledLoop(b) => b.0.name(),
+            Exec::Await(_, name) => *name,
         }
     }
 
@@ -136,7 +141,7 @@ impl StepDef {
             Exec::Parallel(v) => {
                 Exec::Parallel(v.iter().map(StepDef::try_clone).collect::<Option<_>>()?)
             }
-            Exec::Loop(..) | Exec::Await(..) => return None,
+            Exec::Loop(..) | Exec::LabeledLoop(..) | Exec::Await(..) => return None,
         };
         let catch = match &self.catch {
             Some(c) => Some(c.try_clone()?),

@@ -1,7 +1,7 @@
 //! Loops as steps (spec 1.8, 2.2.4): `loop_`, `repeat`, `for_each`, with labels.
 
 use crate::error::{Control, Error, StepResult};
-use crate::steps::def::{name_of, Exec, StepDef};
+use crate::steps::def::{Exec, LoopIter, StepDef};
 use crate::steps::step::Step;
 use crate::util::panic::{drop_caught, rethrow};
 use std::borrow::Cow;
@@ -120,16 +120,12 @@ where
 }
 
 impl<'a> Step<'a> {
-    pub(crate) fn push_loop(
-        &mut self,
-        iter: crate::steps::def::LoopIter,
-        label: Option<String>,
-        name: crate::steps::def::NameFn,
-    ) -> &mut Self {
-        self.push(StepDef {
-            exec: Exec::Loop(Box::new((iter, label)), name),
-            catch: None,
-        });
+    pub(crate) fn push_loop(&mut self, iter: LoopIter, label: Option<String>) -> &mut Self {
+        let exec = match label {
+            None => Exec::Loop(iter),
+            Some(l) => Exec::LabeledLoop(Box::new((iter, l))),
+        };
+        self.push(StepDef { exec, catch: None });
         self
     }
 
@@ -226,7 +222,10 @@ impl<'a> Step<'a> {
     where
         F: FnMut(&mut Step<'_>) -> StepResult + 'static,
     {
-        self.push_loop(Box::new(move |s| Some(body(s))), label, name_of::<F>())
+        self.push_loop(
+            LoopIter::new::<F, _>(move |s: &mut Step<'_>| Some(body(s))),
+            label,
+        )
     }
 
     /// Adds a loop calling `body(s, i)` for `i` in `0..count` (spec `repeat`).
@@ -270,7 +269,7 @@ impl<'a> Step<'a> {
     {
         let mut i = 0usize;
         self.push_loop(
-            Box::new(move |s| {
+            LoopIter::new::<F, _>(move |s: &mut Step<'_>| {
                 if i < count {
                     let r = body(s, i);
                     i += 1;
@@ -280,7 +279,6 @@ impl<'a> Step<'a> {
                 }
             }),
             label,
-            name_of::<F>(),
         )
     }
 
@@ -336,9 +334,8 @@ impl<'a> Step<'a> {
                 && (std::mem::needs_drop::<I::Key>() || std::mem::needs_drop::<I::Value>()),
         };
         self.push_loop(
-            Box::new(move |s| it.it.next().map(|(k, v)| body(s, k, v))),
+            LoopIter::new::<F, _>(move |s: &mut Step<'_>| it.it.next().map(|(k, v)| body(s, k, v))),
             label,
-            name_of::<F>(),
         )
     }
 }

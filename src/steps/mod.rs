@@ -16,6 +16,7 @@ pub(crate) mod future_wake;
 pub(crate) mod hold;
 pub(crate) mod inline;
 pub(crate) mod io_wait;
+pub(crate) mod loop_iter;
 pub(crate) mod loops;
 pub(crate) mod message;
 pub(crate) mod model;

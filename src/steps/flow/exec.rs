@@ -6,7 +6,7 @@
 use super::Flow;
 use crate::args::Args;
 use crate::error::Error;
-use crate::steps::def::{Exec, StepDef};
+use crate::steps::def::{Catch, Exec, LoopIter, StepDef};
 use crate::steps::frame::{Act, Frame, Kind, LoopState, ParState, Queued, WAIT};
 use crate::steps::future_wake::FutureWake;
 use crate::steps::scheduler::Scheduler;
@@ -81,17 +81,10 @@ impl Flow {
                 });
                 None
             }
-            Exec::Loop(b, name) => {
-                self.push_frame(sid, catch, name, Kind::Loop);
+            Exec::Loop(iter) => self.start_loop(sched, sid, catch, iter, None),
+            Exec::LabeledLoop(b) => {
                 let (iter, label) = *b;
-                self.top(sid)
-                    .resources_in(&mut sched.spare_resources)
-                    .special()
-                    .lp = Some(LoopState {
-                    iter: Some(iter),
-                    label,
-                });
-                self.iterate(sched, sid)
+                self.start_loop(sched, sid, catch, iter, Some(label))
             }
             Exec::Await(fut, name) => {
                 self.push_frame(sid, catch, name, Kind::Await);
@@ -111,6 +104,27 @@ impl Flow {
                 self.poll_future(sched, sid)
             }
         }
+    }
+
+    /// Pushes a loop's frame with its driver and label, and runs its first
+    /// iteration.
+    fn start_loop(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        catch: Option<Catch>,
+        iter: LoopIter,
+        label: Option<String>,
+    ) -> Option<Act> {
+        self.push_frame(sid, catch, iter.name(), Kind::Loop);
+        self.top(sid)
+            .resources_in(&mut sched.spare_resources)
+            .special()
+            .lp = Some(LoopState {
+            iter: Some(iter),
+            label,
+        });
+        self.iterate(sched, sid)
     }
 
     pub(super) fn top(&mut self, sid: u32) -> &mut Frame {

@@ -32,7 +32,7 @@ impl Flow {
                 // so stale references stay detectable. One `catch_unwind`
                 // covers the run.
                 let r = catch_unwind(AssertUnwindSafe(|| loop {
-                    let r = iter(&mut step);
+                    let r = iter.call(&mut step);
                     if !matches!(r, Some(Ok(()))) {
                         break (r, false);
                     }
