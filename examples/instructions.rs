@@ -16,7 +16,8 @@
 //! - `repeat-add`: a `repeat` iteration that adds a sub-step capturing its
 //!   index;
 //! - `error`: a `repeat` iteration that adds a step failing with a static
-//!   error, recovered by its handler.
+//!   error, recovered by its handler;
+//! - `await`: a `repeat` iteration that awaits a future ready at once.
 
 #[path = "common/engine_cases.rs"]
 mod engine_cases;
@@ -35,8 +36,9 @@ fn main() {
         "external" => engine_cases::external,
         "repeat-add" => engine_cases::repeat_add,
         "error" => engine_cases::error_recovered,
+        "await" => engine_cases::await_ready,
         _ => {
-            eprintln!("usage: instructions <simple|external|repeat-add|error> <batches>");
+            eprintln!("usage: instructions <simple|external|repeat-add|error|await> <batches>");
             std::process::exit(2);
         }
     };

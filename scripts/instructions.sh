@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null 2>&1 || { echo "instructions.sh: valgrind is not installed" >&2; exit 2; }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(simple external repeat-add error)
+[ ${#cases[@]} -gt 0 ] || cases=(simple external repeat-add error await)
 cargo build --release --quiet --example instructions
 bin="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/instructions"
 

@@ -77,3 +77,14 @@ pub fn error_recovered(tool: &mut AsyncTool, n: usize) {
     let p = root.promise::<()>(tool);
     tool.block_on(p).expect("repeat flow");
 }
+
+/// One flow whose `repeat(n)` body awaits a future that is ready at once.
+pub fn await_ready(tool: &mut AsyncTool, n: usize) {
+    let mut root = AsyncSteps::new();
+    root.repeat(n, |s, _| {
+        s.await_future(std::future::ready(Ok::<_, futoin_asyncsteps::Error>(())));
+        Ok(())
+    });
+    let p = root.promise::<()>(tool);
+    tool.block_on(p).expect("repeat flow");
+}
