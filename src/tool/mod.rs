@@ -103,5 +103,5 @@ pub(crate) fn panic_error(what: &str, p: Payload) -> Error {
     Error::internal(format!("panic in {what}: {}", message(p)))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) use inbox::Sleep;
