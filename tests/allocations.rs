@@ -394,10 +394,9 @@ const BOUNDS: &[(&str, f64)] = &[
     ("repeat(1)", 0.0),
     ("error recovered at its level", 0.0),
     ("error recovered 3 levels up", 0.0),
-    // The boxed future.
-    ("await a ready future", 1.0),
-    ("await a rejected future", 1.0),
-    ("await a once-pending future", 1.0),
+    ("await a ready future", 0.0),
+    ("await a rejected future", 0.0),
+    ("await a once-pending future", 0.0),
     ("wait_external completed on the loop", 0.0),
     // The cross-thread queue's blocks, 63 messages a block (0.016).
     ("wait_external completed from another thread", 0.02),

@@ -1,11 +1,9 @@
 //! Step definitions: what `add()`, `parallel()`, loops and `await` queue.
 
-use crate::args::{Args, FromArgs};
-use crate::error::{Error, StepResult};
+use crate::args::FromArgs;
+use crate::error::StepResult;
 use crate::steps::step::Step;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 
 /// The name of a callback for `async_stack`: a function pointer, so a frame
 /// stores one word instead of a string.
@@ -93,8 +91,8 @@ where
 /// A loop driver (see `loop_iter`).
 pub(crate) use crate::steps::loop_iter::LoopIter;
 
-/// A boxed future that a step awaits.
-pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = Result<Args, Error>>>>;
+/// A boxed future that a step awaits (see `await_box`).
+pub(crate) use crate::steps::await_box::AwaitBox as BoxFuture;
 
 /// What a queued step does. Each kind knows the step's name for
 /// `async_stack` (a callback from its table, loops and awaits beside their

@@ -6,6 +6,7 @@
 //! [`IoWait`](io_wait::IoWait)).
 
 pub(crate) mod async_tool;
+pub(crate) mod await_box;
 pub(crate) mod catch;
 pub(crate) mod def;
 pub(crate) mod external;

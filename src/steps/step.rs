@@ -542,7 +542,9 @@ impl<'a> Step<'a> {
     {
         self.push(StepDef {
             exec: Exec::Await(
-                Box::pin(async move { fut.await.map(IntoArgs::into_args).map_err(Into::into) }),
+                crate::steps::await_box::AwaitBox::new(async move {
+                    fut.await.map(IntoArgs::into_args).map_err(Into::into)
+                }),
                 name_of::<Fut>(),
             ),
             catch,
