@@ -90,6 +90,10 @@ pub(crate) struct Special {
     pub sources: smallvec::SmallVec<[crate::steps::io_wait::Registered; 1]>,
     pub lp: Option<LoopState>,
     pub par: Option<ParState>,
+    /// A parallel step's branch strands as (index, generation). Kept,
+    /// emptied, when the `Special` part is recycled (up to
+    /// `PAR_IDS_KEEP`), so a parallel step allocates no list once warm.
+    pub par_ids: Vec<(u32, u32)>,
     /// An awaited future.
     pub fut: Option<BoxFuture>,
     /// The waker of the awaited future; kept when the `Special` part is
@@ -105,9 +109,7 @@ pub(crate) struct LoopState {
 }
 
 pub(crate) struct ParState {
-    /// Branch strands as (index, generation); up to eight in place, so a
-    /// parallel of a few branches allocates no list.
-    pub branches: smallvec::SmallVec<[(u32, u32); 8]>,
+    /// Branches still running (their ids are in `Special::par_ids`).
     pub remaining: u32,
 }
 
@@ -260,6 +262,12 @@ impl Resources {
             if r.par.is_some() {
                 r.par = None;
             }
+            if !r.par_ids.is_empty() {
+                r.par_ids.clear();
+            }
+            if r.par_ids.capacity() > PAR_IDS_KEEP {
+                r.par_ids = Vec::new();
+            }
             if let Some(f) = r.fut.take() {
                 drop_caught(f, first);
             }
@@ -267,6 +275,9 @@ impl Resources {
         granted
     }
 }
+
+/// A recycled `Special` part keeps room for this many parallel branches.
+const PAR_IDS_KEEP: usize = 64;
 
 /// A recycled `Resources` keeps its `stack()` buffer up to this many slots.
 const STACK_KEEP: usize = 8;

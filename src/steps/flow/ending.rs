@@ -87,12 +87,19 @@ impl Flow {
             }
         }
         if cancel {
-            if let Some(par) = x.special_mut().and_then(|r| r.par.take()) {
-                for (b, g) in par.branches {
+            if let Some(special) = x.special_mut().filter(|r| r.par.is_some()) {
+                special.par = None;
+                let mut ids = std::mem::take(&mut special.par_ids);
+                for &(b, g) in &ids {
                     let st = self.st(b);
                     if st.live && st.gen == g {
                         self.cancel_strand(sched, b);
                     }
+                }
+                // The emptied list goes back for the frame's next use.
+                ids.clear();
+                if let Some(special) = f.resources.as_mut().and_then(|x| x.special_mut()) {
+                    special.par_ids = ids;
                 }
             }
             let x = f.resources.as_mut().expect("checked");
@@ -195,13 +202,14 @@ impl Flow {
         sched.clear_args();
         let pst = self.st(psid);
         let pf = pst.frames.last_mut().filter(|f| f.seq == pseq)?;
-        let par = pf
+        let special = pf
             .resources
             .as_mut()
             .and_then(|x| x.special_mut())
-            .and_then(|r| r.par.as_mut())?;
+            .filter(|r| r.par.is_some())?;
         match res {
             Ok(_) => {
+                let par = special.par.as_mut().expect("checked");
                 par.remaining -= 1;
                 if par.remaining == 0 {
                     self.pop_frame(sched, psid, false);
@@ -209,8 +217,8 @@ impl Flow {
                 }
             }
             Err(e) => {
-                let branches = std::mem::take(&mut par.branches);
-                for (b, g) in branches {
+                let branches = std::mem::take(&mut special.par_ids);
+                for &(b, g) in &branches {
                     let st = self.st(b);
                     if st.live && st.gen == g {
                         self.cancel_strand(sched, b);

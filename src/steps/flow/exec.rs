@@ -64,7 +64,15 @@ impl Flow {
                     return Some(Act::Next);
                 }
                 let pseq = self.seq;
-                let mut ids = smallvec::SmallVec::new();
+                // The frame's (recycled) list of branch ids, out while the
+                // strands are made.
+                let mut ids = std::mem::take(
+                    &mut self
+                        .top(sid)
+                        .resources_in(&mut sched.spare_resources)
+                        .special()
+                        .par_ids,
+                );
                 for b in branches.drain(..) {
                     let bid = self.new_strand(sid, pseq);
                     let st = self.st(bid);
@@ -75,10 +83,11 @@ impl Flow {
                 sched.recycle_branch_list(branches);
                 let f = self.top(sid);
                 f.flags |= WAIT;
-                f.resources_in(&mut sched.spare_resources).special().par = Some(ParState {
+                let special = f.resources_in(&mut sched.spare_resources).special();
+                special.par = Some(ParState {
                     remaining: ids.len() as u32,
-                    branches: ids,
                 });
+                special.par_ids = ids;
                 None
             }
             Exec::Loop(iter) => self.start_loop(sched, sid, catch, iter, None),
