@@ -201,6 +201,7 @@ fn memory_per_waiting_root_flow() {
 
     // One more flow (none pooled now), with the size of every allocation.
     hs.lock().unwrap().reserve(1);
+    SIZES_N.store(0, Relaxed);
     RECORD.store(true, Relaxed);
     let one = park_flows(&mut tool, &hs, 1);
     RECORD.store(false, Relaxed);
