@@ -140,13 +140,7 @@ impl AsyncTool {
     /// another loop of this same thread would never end meanwhile: that is
     /// an `InternalError` at once.
     pub fn block_on<T: FromArgs>(&mut self, p: Promise<T>) -> Result<T, Error> {
-        if p.stuck_behind(&self.sched.core.inbox) {
-            return Err(Error::internal(
-                "block_on(): the flow runs (or is queued to run) on another loop of \
-                 this thread, which this call does not drive; block on that loop, or \
-                 await the promise in a step (s.await_future)",
-            ));
-        }
+        p.refuse_if_stuck_behind(&self.sched.core.inbox)?;
         self.poller.block_on(&mut self.sched, p)?
     }
 

@@ -229,19 +229,27 @@ impl<T: FromArgs> Promise<T> {
             .or(self.comp.target.as_ref())
     }
 
-    /// True when the flow is not done and runs (or is to run) on a loop of
-    /// the calling thread other than `own`: a thread drives one loop at a
-    /// time, so blocking on it from `own` would never return. A runtime
-    /// flow that no loop has started yet counts as such when the calling
-    /// thread is one of that runtime's loops (it may be queued on this
-    /// very loop, which cannot start it while blocked), as for
-    /// [`wait`](Self::wait).
-    pub(crate) fn stuck_behind(&self, own: &Arc<Inbox<Scheduler>>) -> bool {
+    /// The `InternalError` a `block_on` of loop `own` gives when the flow
+    /// is not done and runs (or is to run) on a loop of the calling thread
+    /// other than `own`: a thread drives one loop at a time, so blocking
+    /// on it from `own` would never return. A runtime flow that no loop
+    /// has started yet counts as such when the calling thread is one of
+    /// that runtime's loops (it may be queued on this very loop, which
+    /// cannot start it while blocked), as for [`wait`](Self::wait). Both
+    /// tools' `block_on` ask here.
+    pub(crate) fn refuse_if_stuck_behind(&self, own: &Arc<Inbox<Scheduler>>) -> Result<(), Error> {
         let stuck = match self.home() {
             Some(h) => !Arc::ptr_eq(h, own) && h.is_same_thread(),
             None => (self.comp.runtime).is_some_and(|id| thread_runtime() == Some(id)),
         };
-        stuck && !self.is_done()
+        if stuck && !self.is_done() {
+            return Err(Error::internal(
+                "block_on(): the flow runs (or is queued to run) on another loop of \
+                 this thread, which this call does not drive; block on that loop, or \
+                 await the promise in a step (s.await_future)",
+            ));
+        }
+        Ok(())
     }
 
     /// True when the flow is (or will be) on a loop other than `own`: a
