@@ -160,6 +160,15 @@ fn cases() -> Vec<(&'static str, f64)> {
             }),
         ),
         (
+            "parallel of 2 in a new flow",
+            per_op(t, |t, n| {
+                flows(t, n, |r| {
+                    r.parallel().add(|_, ()| Ok(())).add(|_, ()| Ok(()));
+                    r.add(|_, ()| Ok(()));
+                })
+            }),
+        ),
+        (
             "loop iteration",
             per_op(t, |t, n| repeated(t, n, |_| Ok(()))),
         ),
@@ -390,6 +399,7 @@ const BOUNDS: &[(&str, f64)] = &[
     ("sub-step", 0.0),
     ("parallel of 2", 0.0),
     ("parallel of 8", 0.0),
+    ("parallel of 2 in a new flow", 0.0),
     ("loop iteration", 0.0),
     ("repeat(1)", 0.0),
     ("error recovered at its level", 0.0),

@@ -74,6 +74,12 @@ pub struct Cli {
     /// its round as JSON (used for the workloads that report peak RSS).
     #[arg(long, hide = true, value_name = "WORKLOAD:SIDE:LOOPS")]
     pub child: Option<String>,
+
+    /// With `--child`: run exactly this many batches after the warm-up
+    /// instead of a timed round (`scripts/instructions.sh` counts them
+    /// under callgrind).
+    #[arg(long, hide = true, value_name = "N")]
+    pub batches: Option<usize>,
 }
 
 /// Loop counts, ascending, without duplicates.

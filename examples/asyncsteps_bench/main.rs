@@ -166,7 +166,22 @@ fn child(cli: &Cli, spec: &str) -> AnyResult<()> {
     if w.warmup && s.warmup {
         b.batch();
     }
-    let r = run_round(&mut *b, s.duration);
+    let r = match cli.batches {
+        Some(n) => {
+            let mut r = Round {
+                ops: 0,
+                secs: 0.0,
+                rss_kib: None,
+            };
+            for _ in 0..n {
+                let one = b.batch();
+                r.ops += one.ops;
+                r.secs += one.time.as_secs_f64();
+            }
+            r
+        }
+        None => run_round(&mut *b, s.duration),
+    };
     drop(b);
     let out = ChildRound {
         ops: r.ops,

@@ -108,6 +108,52 @@ pub(crate) enum Exec {
     Await(BoxFuture, NameFn),
 }
 
+/// At most this many emptied lists of parallel branches are kept per
+/// thread, each with room for at most `BRANCH_LIST_KEEP` branches (384
+/// bytes). As for the loop's pooled flows, the pool grows to the peak of
+/// parallel steps built and not yet run (models built in a burst before
+/// the loop runs them), bounded like the flows a quiet loop keeps.
+const BRANCH_LISTS_MAX: usize = 65_536;
+const BRANCH_LIST_KEEP: usize = 8;
+
+thread_local! {
+    /// Emptied lists of a parallel step's branches. Per thread, not per
+    /// loop: a model's `parallel()` (built on any thread, most often the
+    /// loop's own) takes one as a step's `parallel()` does, and the loop
+    /// gives each back once it has made the branches' strands.
+    static BRANCH_LISTS: std::cell::RefCell<Vec<Vec<StepDef>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty list for a new parallel step's branches, with the room a
+/// former one had on this thread (none: a new, unallocated list).
+#[inline]
+pub(crate) fn branch_list() -> Vec<StepDef> {
+    BRANCH_LISTS
+        .try_with(|p| p.try_borrow_mut().ok()?.pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps the emptied list of a parallel step's branches for the next one
+/// on this thread (a list with room for many branches is let go, and so
+/// is any list while the thread ends).
+#[inline]
+pub(crate) fn recycle_branch_list(list: Vec<StepDef>) {
+    debug_assert!(list.is_empty());
+    if list.capacity() == 0 || list.capacity() > BRANCH_LIST_KEEP {
+        return;
+    }
+    let _ = BRANCH_LISTS.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if p.len() < BRANCH_LISTS_MAX {
+                p.push(list);
+            }
+        }
+    });
+}
+
 /// The name a parallel step shows in `async_stack`.
 pub(crate) fn parallel_name() -> &'static str {
     std::any::type_name::<crate::steps::parallel::Parallel<'static, 'static>>()

@@ -10,6 +10,9 @@ use crate::steps::scheduler::{FlowKey, Scheduler, BURST};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+// A parallel step's branches: starting them, and a branch's end.
+mod branches;
+pub(crate) use branches::Starting;
 // Ending frames and strands: cancel callbacks, timers, tokens, branches.
 mod ending;
 // Running one step: its callback, a parallel's branches, a loop's start,
@@ -71,7 +74,35 @@ pub(crate) struct Branching {
     seq_end: u32,
 }
 
+/// A pooled flow keeps up to this many branch strands, with their
+/// buffers, for the parallel steps of its next use.
+const BRANCHES_KEEP: usize = 8;
+
 impl Branching {
+    /// Empties the branch strands for the flow's next use, keeping the
+    /// first [`BRANCHES_KEEP`] with their small buffers: a flow that runs a
+    /// parallel step allocates nothing for its branches once the loop's
+    /// flows are warm. Every kept strand is free again, lowest id first.
+    fn keep_branches(&mut self) {
+        self.branches.truncate(BRANCHES_KEEP);
+        for st in &mut self.branches {
+            if !st.frames.is_empty() {
+                st.frames.clear();
+            }
+            if !st.queue.is_empty() {
+                st.queue.clear();
+            }
+            st.frames.shrink_to(8);
+            st.queue.shrink_to(16);
+            st.parent = (0, 0);
+            st.live = false;
+            st.fresh = false;
+            st.gen = st.gen.wrapping_add(1);
+        }
+        self.free.clear();
+        self.free.extend((1..=self.branches.len() as u32).rev());
+    }
+
     fn ticket(&self, sid: u32) -> u32 {
         self.tickets.get(sid as usize).copied().unwrap_or(0)
     }
@@ -193,8 +224,7 @@ impl Flow {
         m.fresh = false;
         m.gen = m.gen.wrapping_add(1);
         if let Some(br) = &mut self.branching {
-            br.branches.clear();
-            br.free.clear();
+            br.keep_branches();
             br.ready.clear();
             br.done = None;
             br.seq_end = 0;
@@ -258,12 +288,12 @@ impl Flow {
         }
     }
 
-    fn branching(&mut self) -> &mut Branching {
+    pub(super) fn branching(&mut self) -> &mut Branching {
         self.branching.get_or_insert_with(Default::default)
     }
 
     /// Queues strand `sid` at the back of the ready queue.
-    fn push_ready(&mut self, sid: u32, act: Queued) {
+    pub(super) fn push_ready(&mut self, sid: u32, act: Queued) {
         let gen = self.st(sid).gen;
         let br = self.branching();
         let mark = (gen, br.ticket(sid));
@@ -401,11 +431,16 @@ impl Flow {
             }
             let st = self.st(sid);
             // Errors are handled at once; only going on to a next step waits.
+            // A branch with nothing left (no level, no step) just ends: its
+            // siblings started already (they were queued with it), and its
+            // end only counts it done.
             if st.fresh && st.live && matches!(act, Act::Next) {
                 st.fresh = false;
-                let a = std::mem::take(&mut sched.args);
-                self.push_ready(sid, Queued::Next(a));
-                return None;
+                if !(st.frames.is_empty() && st.queue.is_empty()) {
+                    let a = std::mem::take(&mut sched.args);
+                    self.push_ready(sid, Queued::Next(a));
+                    return None;
+                }
             }
             // Only going on to a next step waits for the next activation:
             // an error is unwound at once, since the frame that raised it

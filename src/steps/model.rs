@@ -198,8 +198,10 @@ impl AsyncSteps {
     }
 
     fn parallel_def(&mut self, catch: Option<def::Catch>) -> ModelParallel<'_> {
+        // A list this thread kept from an earlier parallel step (the
+        // loop's, when the model is built there): no allocation once warm.
         self.push(StepDef {
-            exec: Exec::Parallel(Vec::new()),
+            exec: Exec::Parallel(def::branch_list()),
             catch,
         });
         let Some(StepDef {

@@ -55,9 +55,9 @@ impl std::fmt::Debug for Parallel<'_, '_> {
 impl<'s, 'a> Parallel<'s, 'a> {
     pub(crate) fn new(step: &'s mut Step<'a>, catch: Option<Catch>) -> Self {
         let before = step.queue_mut().len();
-        // A list the loop kept from an earlier parallel step: adding the
-        // branches allocates nothing once the loop is warm.
-        let list = step.sched.branch_list();
+        // A list kept from an earlier parallel step: adding the branches
+        // allocates nothing once the loop is warm.
+        let list = def::branch_list();
         step.push(StepDef {
             exec: Exec::Parallel(list),
             catch,

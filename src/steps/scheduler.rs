@@ -41,11 +41,6 @@ pub(crate) const BURST: u32 = 1024;
 /// hundred bytes each).
 const RESOURCES_POOL_MAX: usize = 1024;
 
-/// At most this many emptied lists of parallel branches are kept for reuse
-/// per loop, each with room for at most `BRANCH_LIST_KEEP` branches.
-const BRANCH_LISTS_MAX: usize = 64;
-const BRANCH_LIST_KEEP: usize = 64;
-
 /// A step's timeout, as a timer of the loop core carries it.
 #[derive(Clone, Copy)]
 pub(crate) struct FlowTimer {
@@ -126,16 +121,15 @@ pub struct Scheduler {
     pub(crate) spare_resources: Vec<Box<Resources>>,
     /// Closed wait tokens no handle refers to, ready for reuse.
     pub(crate) tokens: Vec<Arc<WaitToken>>,
-    /// Emptied lists of a parallel step's branches (at most
-    /// `BRANCH_LISTS_MAX`): `Step::parallel` takes one, the step gives it
-    /// back once it has made its branches' strands.
-    branch_lists: Vec<Vec<StepDef>>,
     /// Error-record storage of flows that never set a state key (see
     /// `StatePool`).
     pub(crate) states: crate::state::StatePool,
     pub(crate) steps: u64,
     /// Steps the running flow may still execute before it yields.
     pub(crate) budget: u32,
+    /// The parallel step of the running flow whose branches start in
+    /// place (see the flow's `branches` module).
+    pub(crate) starting: crate::steps::flow::Starting,
     /// The args register: success args on their way from a step to the
     /// next. Empty whenever no flow runs.
     pub(crate) args: Args,
@@ -168,10 +162,10 @@ impl Scheduler {
             pool_limits: pools::PoolLimits::default(),
             spare_resources: Vec::new(),
             tokens: Vec::new(),
-            branch_lists: Vec::new(),
             states: Default::default(),
             steps: 0,
             budget: 0,
+            starting: Default::default(),
             args: Args::new(),
             section: None,
             section_inner: None,
@@ -351,23 +345,6 @@ impl Scheduler {
         }
         if self.spare_resources.len() < RESOURCES_POOL_MAX {
             self.spare_resources.push(x);
-        }
-    }
-
-    /// An empty list for a new parallel step's branches, with the room a
-    /// former one had.
-    #[inline]
-    pub(crate) fn branch_list(&mut self) -> Vec<StepDef> {
-        self.branch_lists.pop().unwrap_or_default()
-    }
-
-    /// Keeps the emptied list of a parallel step's branches for the next
-    /// one (a list with room for many branches is let go).
-    #[inline]
-    pub(crate) fn recycle_branch_list(&mut self, list: Vec<StepDef>) {
-        debug_assert!(list.is_empty());
-        if self.branch_lists.len() < BRANCH_LISTS_MAX && list.capacity() <= BRANCH_LIST_KEEP {
-            self.branch_lists.push(list);
         }
     }
 

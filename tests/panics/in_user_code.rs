@@ -612,3 +612,57 @@ fn runtime_panic_in_drop_of_a_state_value() {
 fn runtime_panic_in_loop_body() {
     on_runtime(Case::LoopBody);
 }
+
+/// Defect: a parallel step starts its branches in place; a cancel callback
+/// that panicked while a branch failed (cancelling a waiting sibling) left
+/// the loop believing a parallel step was still starting, so the next
+/// flow's parallel steps would have queued their branches, or a later one
+/// with the same strand and seq been completed by mistake.
+#[test]
+fn a_panicking_cancel_callback_while_branches_start_leaves_the_next_flow_intact() {
+    let mut tool = TestTool::new();
+    let held: Arc<Mutex<Vec<ExternalHandle>>> = Arc::default();
+    let mut first = AsyncSteps::new();
+    let h = held.clone();
+    first.add(move |s, ()| {
+        s.parallel()
+            .add(move |s, ()| {
+                s.set_cancel(|| panic!("{BOOM} cancel of a started branch"));
+                h.lock().unwrap().push(s.wait_external());
+                Ok(())
+            })
+            .add(|s, ()| s.error("Failed", "second branch"));
+        Ok(())
+    });
+    let p = first.promise::<()>(&mut tool);
+    let e = tool.block_on(p).expect_err("the first flow fails");
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(
+        e.info(),
+        Some(format!("panic in cancel callback: {BOOM} cancel of a started branch").as_str())
+    );
+    assert_eq!(held.lock().unwrap().len(), 1, "the first branch waited");
+
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut second = AsyncSteps::new();
+    let (l1, l2, l3) = (log.clone(), log.clone(), log.clone());
+    second.add(move |s, ()| {
+        s.parallel()
+            .add(move |_, ()| {
+                l1.lock().unwrap().push("branch 1");
+                Ok(())
+            })
+            .add(move |_, ()| {
+                l2.lock().unwrap().push("branch 2");
+                Ok(())
+            });
+        s.add(move |s, ()| {
+            l3.lock().unwrap().push("after");
+            s.success((7u32,))
+        });
+        Ok(())
+    });
+    let p = second.promise::<(u32,)>(&mut tool);
+    assert_eq!(tool.block_on(p).expect("the second flow succeeds").0, 7);
+    assert_eq!(*log.lock().unwrap(), ["branch 1", "branch 2", "after"]);
+}

@@ -1,12 +1,11 @@
 //! Ending the levels of a flow: popping a frame (its timer, wait token,
-//! I/O registrations, cancel callback and parallel branches), creating and
-//! releasing branch strands, and what happens when a strand runs out of
-//! steps. See `docs/architecture.md`, "Running a step" and "Parallel".
+//! I/O registrations, cancel callback and parallel branches), releasing
+//! strands, and what happens when a strand runs out of steps. See
+//! `docs/architecture.md`, "Running a step" and "Parallel".
 
 use super::{Flow, FlowPanic};
-use crate::args::Args;
 use crate::error::Error;
-use crate::steps::frame::{Act, Frame, Queued, Strand};
+use crate::steps::frame::{Act, Frame};
 use crate::steps::io_wait::IoWaiter;
 use crate::steps::scheduler::Scheduler;
 use crate::tool::panic_error;
@@ -125,22 +124,6 @@ impl Flow {
         }
     }
 
-    pub(super) fn new_strand(&mut self, parent: u32, pseq: u32) -> u32 {
-        let br = self.branching();
-        let id = match br.free.pop() {
-            Some(id) => id,
-            None => {
-                br.branches.push(Strand::default());
-                br.branches.len() as u32
-            }
-        };
-        let st = self.st(id);
-        st.live = true;
-        st.fresh = true;
-        st.parent = (parent, pseq);
-        id
-    }
-
     #[inline(always)]
     pub(super) fn release_strand(&mut self, sid: u32) {
         let st = self.st(sid);
@@ -185,49 +168,6 @@ impl Flow {
             return Some(Act::End(res));
         }
         self.branch_done(sched, sid, res)
-    }
-
-    /// [`strand_done`](Self::strand_done) for a parallel branch.
-    fn branch_done(
-        &mut self,
-        sched: &mut Scheduler,
-        sid: u32,
-        res: Result<(), Error>,
-    ) -> Option<Act> {
-        let Some((psid, pseq)) = self.st(sid).parent() else {
-            self.release_strand(sid);
-            return Some(Act::End(res));
-        };
-        self.release_strand(sid);
-        sched.clear_args();
-        let pst = self.st(psid);
-        let pf = pst.frames.last_mut().filter(|f| f.seq == pseq)?;
-        let special = pf
-            .resources
-            .as_mut()
-            .and_then(|x| x.special_mut())
-            .filter(|r| r.par.is_some())?;
-        match res {
-            Ok(_) => {
-                let par = special.par.as_mut().expect("checked");
-                par.remaining -= 1;
-                if par.remaining == 0 {
-                    self.pop_frame(sched, psid, false);
-                    self.push_ready(psid, Queued::Next(Args::new()));
-                }
-            }
-            Err(e) => {
-                let branches = std::mem::take(&mut special.par_ids);
-                for &(b, g) in &branches {
-                    let st = self.st(b);
-                    if st.live && st.gen == g {
-                        self.cancel_strand(sched, b);
-                    }
-                }
-                self.push_ready(psid, Queued::Up(e));
-            }
-        }
-        None
     }
 }
 

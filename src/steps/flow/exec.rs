@@ -4,10 +4,9 @@
 //! callback (`after_call`, `after_frameless`).
 
 use super::Flow;
-use crate::args::Args;
 use crate::error::Error;
 use crate::steps::def::{Catch, Exec, LoopIter, StepDef};
-use crate::steps::frame::{Act, Frame, Kind, LoopState, ParState, Queued, WAIT};
+use crate::steps::frame::{Act, Frame, Kind, LoopState, ParState, WAIT};
 use crate::steps::future_wake::FutureWake;
 use crate::steps::scheduler::Scheduler;
 use crate::steps::step::{Outcome, Pending, Step};
@@ -59,7 +58,7 @@ impl Flow {
             Exec::Parallel(mut branches) => {
                 self.push_frame(sid, catch, crate::steps::def::parallel_name, Kind::Parallel);
                 if branches.is_empty() {
-                    sched.recycle_branch_list(branches);
+                    crate::steps::def::recycle_branch_list(branches);
                     self.pop_frame(sched, sid, false);
                     return Some(Act::Next);
                 }
@@ -73,14 +72,8 @@ impl Flow {
                         .special()
                         .par_ids,
                 );
-                for b in branches.drain(..) {
-                    let bid = self.new_strand(sid, pseq);
-                    let st = self.st(bid);
-                    st.queue.push(b);
-                    ids.push((bid, st.gen));
-                    self.push_ready(bid, Queued::Next(Args::new()));
-                }
-                sched.recycle_branch_list(branches);
+                let inline = self.start_branches(sched, sid, pseq, &mut branches, &mut ids);
+                crate::steps::def::recycle_branch_list(branches);
                 let f = self.top(sid);
                 f.flags |= WAIT;
                 let special = f.resources_in(&mut sched.spare_resources).special();
@@ -88,7 +81,11 @@ impl Flow {
                     remaining: ids.len() as u32,
                 });
                 special.par_ids = ids;
-                None
+                if inline {
+                    self.run_branches(sched, sid, pseq)
+                } else {
+                    None
+                }
             }
             Exec::Loop(iter) => self.start_loop(sched, sid, catch, iter, None),
             Exec::LabeledLoop(b) => {

@@ -64,7 +64,11 @@ impl Scheduler {
         }
         let res = match catch_unwind(AssertUnwindSafe(|| flow.drive(self, resume))) {
             Ok(r) => r,
-            Err(p) => return self.torn_down(key, flow, p),
+            Err(p) => {
+                // A panic may leave a parallel step mid-start.
+                self.starting = Default::default();
+                return self.torn_down(key, flow, p);
+            }
         };
         match res {
             Some(res) => {
