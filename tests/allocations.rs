@@ -241,6 +241,19 @@ fn cases() -> Vec<(&'static str, f64)> {
                 })
             }),
         ),
+        (
+            // 4,000 flows await at once: more than the loop kept before
+            // its pools followed the peak of flows.
+            "await a once-pending future in each of many flows",
+            per_op(t, |t, n| {
+                flows(t, n, |r| {
+                    r.add(|s, ()| {
+                        s.await_future(YieldOnce(false));
+                        Ok(())
+                    });
+                })
+            }),
+        ),
     ];
     out.push((
         "wait_external completed on the loop",
@@ -407,6 +420,7 @@ const BOUNDS: &[(&str, f64)] = &[
     ("await a ready future", 0.0),
     ("await a rejected future", 0.0),
     ("await a once-pending future", 0.0),
+    ("await a once-pending future in each of many flows", 0.0),
     ("wait_external completed on the loop", 0.0),
     // The cross-thread queue's blocks, 63 messages a block (0.016).
     ("wait_external completed from another thread", 0.02),

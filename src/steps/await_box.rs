@@ -19,8 +19,11 @@ use std::ptr::NonNull;
 /// The future of an await step: the step's result args, or its error.
 type StepFuture = dyn Future<Output = Result<Args, Error>>;
 
-/// Blocks kept per layout.
+/// Blocks kept per layout: at least this many, and more while they hold
+/// at most `BLOCKS_KEEP_BYTES` (a loop whose many flows await at once, one
+/// per connection say, reuses their blocks when they await again).
 const BLOCKS_KEEP: usize = 256;
+const BLOCKS_KEEP_BYTES: usize = 4 << 20;
 /// Layouts kept (the oldest goes first).
 const LAYOUTS_KEEP: usize = 8;
 
@@ -84,7 +87,7 @@ impl Blocks {
             }
         };
         let list = &mut self.lists[i].1;
-        if list.len() == BLOCKS_KEEP {
+        if list.len() >= BLOCKS_KEEP.max(BLOCKS_KEEP_BYTES / layout.size().max(1)) {
             return false;
         }
         list.push(block);

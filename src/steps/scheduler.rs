@@ -37,8 +37,8 @@ new_key_type! {
 /// Steps a flow may run before it yields the loop to other work.
 pub(crate) const BURST: u32 = 1024;
 
-/// At most this many emptied `Resources` boxes are kept for reuse per loop (a few
-/// hundred bytes each).
+/// Emptied `Resources` boxes (a few hundred bytes each) a loop keeps for
+/// reuse even below this many flows at its peak.
 const RESOURCES_POOL_MAX: usize = 1024;
 
 /// A step's timeout, as a timer of the loop core carries it.
@@ -115,8 +115,8 @@ pub struct Scheduler {
     /// keep (`None` outside one); see `trim_pools`.
     idle_since: Option<Instant>,
     pub(crate) pool_limits: pools::PoolLimits,
-    /// Emptied `Resources` boxes of ended frames, ready for reuse (at most
-    /// `RESOURCES_POOL_MAX`).
+    /// Emptied `Resources` boxes of ended frames, ready for reuse (up to
+    /// the peak of flows, at least `RESOURCES_POOL_MAX`).
     #[allow(clippy::vec_box)]
     pub(crate) spare_resources: Vec<Box<Resources>>,
     /// Closed wait tokens no handle refers to, ready for reuse.
@@ -343,7 +343,9 @@ impl Scheduler {
         if x.reset(|| inbox.local_len()) {
             self.budget = 0;
         }
-        if self.spare_resources.len() < RESOURCES_POOL_MAX {
+        // Up to the peak of flows alive at once, as the flows themselves
+        // (given back with them when the loop has been quiet a while).
+        if self.spare_resources.len() < self.peak_flows.max(RESOURCES_POOL_MAX) {
             self.spare_resources.push(x);
         }
     }

@@ -1,7 +1,7 @@
 //! Giving back what a burst left in the loop's pools.
 //!
-//! Finished flows and closed wait tokens are kept for reuse up to the peak
-//! number of flows alive at once, so a burst of flows that end together
+//! Finished flows, closed wait tokens and frames' emptied `Resources` are
+//! kept for reuse up to the peak number of flows alive at once, so a burst of flows that end together
 //! frees nothing on its way and the next burst allocates nothing, in the
 //! same memory order. (Freed and allocated again, a million flows came
 //! back from the allocator more scattered each time: a burst of a million
@@ -57,7 +57,9 @@ impl Scheduler {
     /// when the excess is gone (freed, or taken by new flows).
     pub(crate) fn trim_pools(&mut self) -> Trim {
         let PoolLimits { keep, batch, decay } = self.pool_limits;
-        let excess = |s: &Self| s.pool.len() > keep || s.tokens.len() > keep;
+        let excess = |s: &Self| {
+            s.pool.len() > keep || s.tokens.len() > keep || s.spare_resources.len() > keep
+        };
         if !excess(self) {
             self.idle_since = None;
             return Trim::Nothing;
@@ -75,6 +77,8 @@ impl Scheduler {
         }
         let left = self.tokens.len().saturating_sub(batch).max(keep);
         self.tokens.truncate(left);
+        let left = self.spare_resources.len().saturating_sub(batch).max(keep);
+        self.spare_resources.truncate(left);
         if excess(self) {
             Trim::More
         } else {
