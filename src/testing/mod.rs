@@ -44,7 +44,8 @@ pub struct TestTool {
 
 /// One turn of a [`TestTool`], as a pass of an `AsyncTool`
 /// (`Core::run_pass`): the due timers join the queue, the messages
-/// run (those waiting, then those sent meanwhile, up to `DRAIN_MAX`; see
+/// run (those waiting, then those sent meanwhile, up to `DRAIN_MAX` in
+/// all unless the first batch was longer; see
 /// [`Drain`]), then the entries that were queued before them.
 struct Turn {
     /// The messages of the turn, not run yet.

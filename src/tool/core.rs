@@ -309,19 +309,25 @@ impl<H: Engine> Core<H> {
         }
     }
 
-    /// Runs the messages that wait when it starts (see [`Batch`](super::inbox::Batch)), then
-    /// those that came meanwhile, batch after batch, until a batch finds
-    /// none or [`DRAIN_MAX`](super::inbox::DRAIN_MAX) have run; the rest wait for the next pass.
-    /// (The rule is [`Drain`]'s, which `TestTool` follows too, one message
-    /// at a time.)
+    /// Runs the messages that wait when it starts (see
+    /// [`Batch`](super::inbox::Batch)), all of them, then those that came
+    /// meanwhile, batch after batch, until a batch finds none or the pass
+    /// has run [`DRAIN_MAX`](super::inbox::DRAIN_MAX) messages (or the
+    /// first batch, if longer); the rest wait for the next pass. (The rule
+    /// is [`Drain`]'s, which `TestTool` follows too, one message at a
+    /// time.)
     ///
-    /// The bound keeps a flow that keeps sending itself messages (a future
-    /// that wakes itself, a step completing its own external handle) from
-    /// holding back timers, queued entries and other threads' messages for
-    /// more than `DRAIN_MAX` activations. Going on past the first batch
-    /// keeps a chain of local hand-overs in one pass: a sync slot given to
-    /// a waiter of this loop is a local message, and under contention one
-    /// section's end grants the next.
+    /// The messages waiting when a pass starts run whole, as the entries
+    /// queued then do: a flow that completed thousands of waiting steps
+    /// of its loop (a driver flow, a broadcast) sees them all run before
+    /// its next activation, not a slice of them per activation. The bound
+    /// on the later batches keeps a flow that keeps sending itself
+    /// messages (a future that wakes itself, a step completing its own
+    /// external handle) from holding back timers, queued entries and
+    /// other threads' messages for more than `DRAIN_MAX` activations.
+    /// Going on past the first batch keeps a chain of local hand-overs in
+    /// one pass: a sync slot given to a waiter of this loop is a local
+    /// message, and under contention one section's end grants the next.
     #[inline]
     pub(crate) fn run_inbox(h: &mut H) -> usize {
         let mut d = Drain::new(&h.core_ref().inbox);
@@ -418,7 +424,8 @@ impl<H: Engine> Core<H> {
     }
 
     /// One pass: the due timers join the queue, the messages run (those
-    /// waiting, then those sent meanwhile, up to [`DRAIN_MAX`](super::inbox::DRAIN_MAX); see
+    /// waiting, then those sent meanwhile, up to [`DRAIN_MAX`](super::inbox::DRAIN_MAX) in all
+    /// unless the first batch was longer; see
     /// [`run_inbox`](Self::run_inbox)), then the entries that were queued
     /// before the messages ran. What the pass queues (a flow a message
     /// started or resumed) and the messages past the bound wait for the

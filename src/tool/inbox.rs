@@ -306,6 +306,12 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
+    /// Messages left in the batch.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.local + self.remote
+    }
+
     /// The next message of the batch; `None` once it has been taken whole.
     #[inline]
     pub(crate) fn next<H: Engine>(&mut self, shared: &Inbox<H>) -> Option<Msg<H>> {
@@ -348,19 +354,23 @@ impl Batch {
     }
 }
 
-/// At most this many messages run in one pass of the loop
-/// (`Core::run_inbox`).
+/// Messages one pass of the loop runs beyond those that waited when it
+/// began (`Core::run_inbox`): a pass runs at most this many, or the first
+/// batch whole when it is longer.
 pub(crate) const DRAIN_MAX: usize = 64;
 
 /// The messages one pass runs (see `Core::run_inbox`): the batch
-/// waiting when it starts, then those sent meanwhile, batch after batch,
-/// until a batch finds none or [`DRAIN_MAX`] have run. Taken one message
-/// at a time, so `TestTool` runs the same messages in a turn as
-/// `AsyncTool` does in a pass.
+/// waiting when it starts, whole (as the entries queued when it starts),
+/// then those sent meanwhile, batch after batch, until a batch finds none
+/// or the pass has run [`DRAIN_MAX`] messages, or the first batch if that
+/// was longer. Taken one message at a time, so `TestTool` runs the same
+/// messages in a turn as `AsyncTool` does in a pass.
 pub(crate) struct Drain {
     batch: Batch,
     /// Messages taken so far.
     pub(crate) ran: usize,
+    /// How many the pass may take: `DRAIN_MAX`, or the first batch.
+    limit: usize,
     /// `ran` when `batch` was taken: a batch that gives nothing ends the
     /// drain.
     batch_start: usize,
@@ -372,8 +382,10 @@ impl Drain {
     /// A drain starting with the messages waiting now; owner thread only.
     #[inline]
     pub(crate) fn new<H: Engine>(shared: &Inbox<H>) -> Self {
+        let batch = shared.batch();
         Drain {
-            batch: shared.batch(),
+            limit: DRAIN_MAX.max(batch.len()),
+            batch,
             ran: 0,
             batch_start: 0,
             done: false,
@@ -385,7 +397,7 @@ impl Drain {
     #[inline]
     pub(crate) fn next<H: Engine>(&mut self, shared: &Inbox<H>) -> Option<Msg<H>> {
         while !self.done {
-            if self.ran == DRAIN_MAX {
+            if self.ran >= self.limit {
                 break;
             }
             if let Some(m) = self.batch.next(shared) {

@@ -12,8 +12,9 @@
 //! passes of `AsyncTool`): one event at a time, in turns. A turn moves the
 //! timers that are due to the back of the loop's queue, runs the messages
 //! that were waiting when it began (external completions and cancels are
-//! messages), then those sent meanwhile, batch after batch, until a batch
-//! finds none or `DRAIN_MAX` have run, then every entry that was queued
+//! messages), all of them, then those sent meanwhile, batch after batch,
+//! until a batch finds none or `DRAIN_MAX` have run (or the first batch,
+//! if it was longer), then every entry that was queued
 //! before those messages ran; what the turn queues, and the messages past
 //! the bound or sent while its entries run, wait for the next turn. When
 //! no turn finds anything, the clock jumps to the next timer.
@@ -328,8 +329,8 @@ struct Call {
     added: bool,
 }
 
-/// At most this many messages run in one turn (engine choice: the loop's
-/// `DRAIN_MAX`).
+/// At most this many messages run in one turn, or the first batch whole
+/// if it is longer (engine choice: the loop's `DRAIN_MAX`).
 const DRAIN_MAX: usize = 64;
 
 /// What is left of a turn of the loop.
@@ -338,6 +339,8 @@ struct Turn {
     batch: usize,
     /// Messages the turn has run.
     ran: usize,
+    /// How many the turn may run: `DRAIN_MAX`, or its first batch.
+    limit: usize,
     /// `ran` when the current batch was taken.
     batch_start: usize,
     /// The messages of the turn are over.
@@ -411,7 +414,8 @@ impl<'p> Model<'p> {
 
     /// One event due now: the rest of the current turn, else a new turn
     /// (due timers to the queue, then the messages waiting and those sent
-    /// meanwhile, batch after batch, up to `DRAIN_MAX`, then the entries
+    /// meanwhile, batch after batch, up to `DRAIN_MAX` (or the first batch
+    /// if longer), then the entries
     /// queued before them).
     fn run_ready_one(&mut self) -> bool {
         for _ in 0..2 {
@@ -420,6 +424,7 @@ impl<'p> Model<'p> {
                 self.turn = Some(Turn {
                     batch: self.msgs.len(),
                     ran: 0,
+                    limit: DRAIN_MAX.max(self.msgs.len()),
                     batch_start: 0,
                     msgs_done: false,
                     entries: self.queue.len(),
@@ -428,7 +433,7 @@ impl<'p> Model<'p> {
             let queued = self.msgs.len();
             let t = self.turn.as_mut().expect("a turn");
             while !t.msgs_done {
-                if t.ran == DRAIN_MAX {
+                if t.ran >= t.limit {
                     t.msgs_done = true;
                 } else if t.batch > 0 {
                     t.batch -= 1;

@@ -1,6 +1,7 @@
 //! The loop machinery of `AsyncTool` and `TestTool`: how a pass drains the
-//! inbox (the messages waiting when it starts, local and cross-thread in
-//! turn, then those sent meanwhile, up to `DRAIN_MAX`), when deadlines are
+//! inbox (the messages waiting when it starts, all of them, local and
+//! cross-thread in turn, then those sent meanwhile, up to `DRAIN_MAX` in
+//! all unless the first batch was longer), when deadlines are
 //! counted from, `TestTool::block_on` on a flow of another loop, queue
 //! entries of flows that have ended, the count `iterate` returns, and loop
 //! callbacks whose panic payload panics on drop.
@@ -75,6 +76,76 @@ const YIELDS: u32 = 20_000;
 /// How many messages one pass of `AsyncTool` (one turn of `TestTool`) runs
 /// at most.
 const DRAIN_MAX: u32 = 64;
+
+/// Defect: a pass ran at most `DRAIN_MAX` of the messages waiting when it
+/// began, then the queued entries, so a flow that completed thousands of
+/// waiting steps of its loop (the driver of the C++ reference's
+/// ParallelWaitLoop) ran again, a full burst of loop iterations, after
+/// every 64 of them. The messages waiting when a pass begins now run whole,
+/// before the entries queued then (here a timer due at once).
+#[test]
+fn the_messages_waiting_when_a_pass_begins_run_whole() {
+    const N: usize = 1_000;
+    let mut tool = AsyncTool::new().unwrap();
+    let done = Arc::new(AtomicU32::new(0));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..N {
+        let (tx, d) = (tx.clone(), done.clone());
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            tx.send(s.wait_external()).unwrap();
+            Ok(())
+        });
+        root.add(move |_, ()| {
+            d.fetch_add(1, SeqCst);
+            Ok(())
+        });
+        root.execute(&mut tool);
+    }
+    tool.run_until_idle().unwrap();
+    let handles: Vec<_> = rx.try_iter().collect();
+    assert_eq!(handles.len(), N);
+    for h in handles {
+        h.success(()).unwrap();
+    }
+    let seen = probe(&mut tool, &done);
+    tool.iterate(Some(Duration::ZERO)).unwrap();
+    assert_eq!(seen.get(), Some(N as u32));
+    assert_eq!(done.load(SeqCst), N as u32);
+}
+
+/// The same on `TestTool`: its turn runs the messages as the pass does.
+#[test]
+fn the_messages_waiting_when_a_turn_begins_run_whole_on_test_tool() {
+    const N: usize = 1_000;
+    let mut tool = TestTool::new();
+    let done = Arc::new(AtomicU32::new(0));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..N {
+        let (tx, d) = (tx.clone(), done.clone());
+        let mut root = AsyncSteps::new();
+        root.add(move |s, ()| {
+            tx.send(s.wait_external()).unwrap();
+            Ok(())
+        });
+        root.add(move |_, ()| {
+            d.fetch_add(1, SeqCst);
+            Ok(())
+        });
+        root.execute(&mut tool);
+    }
+    tool.run_all_ready();
+    let handles: Vec<_> = rx.try_iter().collect();
+    assert_eq!(handles.len(), N);
+    for h in handles {
+        h.success(()).unwrap();
+    }
+    let seen = probe(&mut tool, &done);
+    while seen.get().is_none() {
+        assert!(tool.run_one(), "the probe runs");
+    }
+    assert_eq!(seen.get(), Some(N as u32));
+}
 
 /// Sets a timer due at once that records `count` when it runs.
 fn probe(tool: &mut Scheduler, count: &Arc<AtomicU32>) -> Rc<Cell<Option<u32>>> {
