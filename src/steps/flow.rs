@@ -544,8 +544,11 @@ impl Flow {
         self.seq = self.next_seq();
         let seq = self.seq;
         let st = self.st(sid);
-        if st.frames.capacity() == 0 {
-            // A flow waiting at level 0 keeps one frame: don't reserve four.
+        let cap = st.frames.capacity();
+        if cap < 3 && st.frames.len() == cap {
+            // A flow waiting at level 0 keeps one frame, one waiting in a
+            // loop's body three (the loop's, the body's, the waiting
+            // step's): grow one at a time to three, not at once to four.
             st.frames.reserve_exact(1);
         }
         st.frames.push(Frame {

@@ -49,6 +49,10 @@ pub(crate) type CancelFn = Box<dyn FnOnce(&mut crate::steps::scheduler::Schedule
 pub(crate) struct Resources {
     pub cancel: Option<CancelFn>,
     pub stack: Vec<Box<dyn Any>>,
+    /// A loop's state, here rather than in [`Special`]: a flow waiting
+    /// inside a loop (a connection's flow, say) then holds no `Special`
+    /// part for its loop frame, 288 bytes less.
+    pub lp: Option<LoopState>,
     /// Allocated on first use; kept with the `Resources` when it is recycled.
     pub special: Option<Box<Special>>,
 }
@@ -59,15 +63,18 @@ pub(crate) struct Resources {
 /// unwinds, do not abort the process. What is left runs no user code.
 impl Drop for Resources {
     fn drop(&mut self) {
-        if self.cancel.is_some() || !self.stack.is_empty() || self.special.is_some() {
+        if self.cancel.is_some()
+            || !self.stack.is_empty()
+            || self.lp.is_some()
+            || self.special.is_some()
+        {
             self.reset(|| 0);
         }
     }
 }
 
 /// The resources only special steps keep: sync holds, an I/O wait and
-/// registered sources, a loop's or a parallel step's state, an awaited
-/// future.
+/// registered sources, a parallel step's state, an awaited future.
 #[derive(Default)]
 pub(crate) struct Special {
     /// A `sync` step's stakes in sync objects (usually one; an `ISync`
@@ -88,7 +95,6 @@ pub(crate) struct Special {
     pub io: Option<crate::steps::io_wait::IoWait>,
     /// Sources on this frame's stack registered with the reactor.
     pub sources: smallvec::SmallVec<[crate::steps::io_wait::Registered; 1]>,
-    pub lp: Option<LoopState>,
     pub par: Option<ParState>,
     /// A parallel step's branch strands as (index, generation). Kept,
     /// emptied, when the `Special` part is recycled (up to
@@ -223,13 +229,16 @@ impl Resources {
         if self.stack.capacity() > STACK_KEEP {
             self.stack = Vec::new();
         }
+        if let Some(lp) = self.lp.take() {
+            drop_caught(lp, &mut first);
+        }
         let granted = self.reset_special(&mut local_len, &mut first);
         rethrow(first);
         granted
     }
 
     /// The `Special` part of [`reset`](Self::reset); a panicking user `Drop`
-    /// (a loop's items, an awaited future) is kept in `first`.
+    /// (an awaited future) is kept in `first`.
     fn reset_special(
         &mut self,
         local_len: &mut impl FnMut() -> usize,
@@ -255,9 +264,6 @@ impl Resources {
             }
             if !r.sources.is_empty() {
                 r.sources.clear();
-            }
-            if let Some(lp) = r.lp.take() {
-                drop_caught(lp, first);
             }
             if r.par.is_some() {
                 r.par = None;

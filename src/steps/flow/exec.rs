@@ -123,10 +123,7 @@ impl Flow {
         label: Option<String>,
     ) -> Option<Act> {
         self.push_frame(sid, catch, iter.name(), Kind::Loop);
-        self.top(sid)
-            .resources_in(&mut sched.spare_resources)
-            .special()
-            .lp = Some(LoopState {
+        self.top(sid).resources_in(&mut sched.spare_resources).lp = Some(LoopState {
             iter: Some(iter),
             label,
         });

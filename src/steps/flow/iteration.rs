@@ -105,10 +105,7 @@ impl Flow {
 
     /// The loop state of a loop frame.
     fn loop_state(f: &mut Frame) -> Option<&mut LoopState> {
-        f.resources
-            .as_mut()
-            .and_then(|x| x.special_mut())
-            .and_then(|r| r.lp.as_mut())
+        f.resources.as_mut().and_then(|x| x.lp.as_mut())
     }
 
     /// Takes the body out of loop frame `f` for an iteration (it goes back

@@ -270,8 +270,7 @@ fn matching_loop(frames: &[Frame], control: &Control) -> Option<usize> {
                 Some(want) => {
                     f.resources
                         .as_ref()
-                        .and_then(|x| x.special_ref())
-                        .and_then(|r| r.lp.as_ref())
+                        .and_then(|x| x.lp.as_ref())
                         .and_then(|lp| lp.label.as_deref())
                         == Some(want)
                 }
