@@ -523,9 +523,20 @@ fn park_looping_flows(tool: &mut TestTool, n: usize) -> Snap {
     let before = snap();
     for _ in 0..n {
         let mut root = AsyncSteps::new();
+        // The C++ reference's ParallelWaitLoop: the body adds a step that
+        // waits and a step that uses the value.
         root.loop_(|s| {
-            let h = s.wait_external();
-            LOOP_HANDLES.with_borrow_mut(|v| v.push(h));
+            s.add(|s, ()| {
+                let h = s.wait_external();
+                LOOP_HANDLES.with_borrow_mut(|v| v.push(h));
+                Ok(())
+            });
+            s.add(|s, (v,): (i32,)| {
+                if v == 0 {
+                    return s.break_loop();
+                }
+                Ok(())
+            });
             Ok(())
         });
         root.execute(tool);
@@ -563,16 +574,18 @@ fn memory_per_flow_waiting_in_a_loop() {
         one.bytes, one.allocs
     );
     LOOP_HANDLES.with_borrow_mut(|v| v.clear());
-    // Today: the flow (96), its queue (48), its frame buffer of three
-    // frames (the loop's, the body's, the waiting step's: 192), the loop
+    // Today: the flow (96), its queue with room for the body's two steps
+    // (96), its frame buffer of four frames (the root step that starts
+    // the loop, the loop's, the body's, the waiting step's: 256), the loop
     // frame's resources with the loop's state (104), the token (48). It
-    // was 784 B while the frame buffer grew at once to four frames and the
-    // loop's state sat in a 288-byte special part. The goal is 256 B;
-    // these bounds keep it from growing meanwhile.
+    // was 1,056 B while the queue grew at once to four steps (192), the
+    // frame buffer to six frames (384) and the loop's state sat in a
+    // 288-byte special part. The goal is 256 B; these bounds keep it from
+    // growing meanwhile.
     assert!(
-        one.bytes <= 500,
+        one.bytes <= 620,
         "one flow waiting in a loop holds {} B",
         one.bytes
     );
-    assert!(cold_per <= 560, "{cold_per} B per flow waiting in a loop");
+    assert!(cold_per <= 680, "{cold_per} B per flow waiting in a loop");
 }

@@ -545,10 +545,11 @@ impl Flow {
         let seq = self.seq;
         let st = self.st(sid);
         let cap = st.frames.capacity();
-        if cap < 3 && st.frames.len() == cap {
+        if cap < 4 && st.frames.len() == cap {
             // A flow waiting at level 0 keeps one frame, one waiting in a
-            // loop's body three (the loop's, the body's, the waiting
-            // step's): grow one at a time to three, not at once to four.
+            // step of a loop's body four (the root step that starts the
+            // loop, the loop's, the body's, the waiting step's): grow one
+            // at a time to four, then double (to eight, not six).
             st.frames.reserve_exact(1);
         }
         st.frames.push(Frame {

@@ -263,7 +263,13 @@ impl<'a> Step<'a> {
         // The frame's segment starts below its sub-steps.
         self.frame_here();
         self.out.added = true;
-        self.flow.st(self.sid).queue.push(def);
+        let q = &mut self.flow.st(self.sid).queue;
+        if q.len() == q.capacity() && q.capacity() < 2 {
+            // A step that adds one or two sub-steps (a flow waiting in a
+            // loop's body, say) keeps room for two, not four.
+            q.reserve_exact(1);
+        }
+        q.push(def);
     }
 
     /// Adds `def` as a sub-step that receives `args` (a sync section). As
