@@ -64,6 +64,13 @@ pub struct Stats {
     /// Steps executed since the loop was created: a running total, not
     /// steps pending (also in [`TestTool::pending`](crate::TestTool::pending)).
     pub steps: u64,
+    /// Flow activations since the loop was created, a running total: each
+    /// time a flow runs, for its start, for an event that resumed it (an
+    /// external completion, readiness, a timeout, a future's wake, a sync
+    /// grant) or for its turn after it yielded. With `steps`, what a
+    /// protocol costs the engine: an echo round trip of
+    /// `io::net::serve_stream` is one step in one activation.
+    pub activations: u64,
     /// Timers pending: deferred callbacks and the loop's own timers, such
     /// as step timeouts (`set_timeout`); cancelled ones excluded.
     pub timers: usize,
@@ -125,6 +132,8 @@ pub struct Scheduler {
     /// `StatePool`).
     pub(crate) states: crate::state::StatePool,
     pub(crate) steps: u64,
+    /// Flow activations (`Stats::activations`).
+    pub(crate) activations: u64,
     /// Steps the running flow may still execute before it yields.
     pub(crate) budget: u32,
     /// The parallel step of the running flow whose branches start in
@@ -164,6 +173,7 @@ impl Scheduler {
             tokens: Vec::new(),
             states: Default::default(),
             steps: 0,
+            activations: 0,
             budget: 0,
             starting: Default::default(),
             args: Args::new(),
@@ -249,6 +259,7 @@ impl Scheduler {
         Stats {
             flows: self.flows.len(),
             steps: self.steps,
+            activations: self.activations,
             timers: self.core.pending_timers(),
             immediates: self.core.immediates(),
             inbox: self.core.inbox.depth(),

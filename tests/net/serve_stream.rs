@@ -210,3 +210,53 @@ fn an_idle_limit_cuts_off_a_peer_that_does_not_read() {
     assert_eq!(e.code(), codes::TIMEOUT);
     assert_clean(&tool);
 }
+
+/// Steps and flow activations of a connection served by `serve_stream`
+/// that echoes `rounds` round trips of 64 bytes, one at a time, from
+/// start to close.
+fn echo_engine_work(rounds: usize) -> (u64, u64) {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = pair();
+    let root = conn_flow(conn, |s, c| {
+        net::serve_stream(s, c, 4096, |input, output| {
+            output.append(input);
+            Ok(net::Then::Read)
+        });
+        Ok(())
+    });
+    let before = tool.stats();
+    let p = root.promise::<()>(&mut tool);
+    let talker = std::thread::spawn(move || {
+        let msg: String = "x".repeat(64);
+        echo_rounds(&mut client, std::iter::repeat_n(msg, rounds));
+        // Closing ends the flow.
+    });
+    tool.block_on(p).unwrap();
+    talker.join().unwrap();
+    let after = tool.stats();
+    assert_clean(&tool);
+    (
+        after.steps - before.steps,
+        after.activations - before.activations,
+    )
+}
+
+/// The server path costs what the protocol needs: one echo round trip is
+/// one step (read what came, answer, write) in one activation of the
+/// connection's flow (its socket became readable). Counted as the
+/// difference between connections of 200 and 100 round trips, so the
+/// connection's start and close cancel out.
+#[test]
+fn an_echo_round_trip_is_one_step_in_one_activation() {
+    let (s1, a1) = echo_engine_work(100);
+    let (s2, a2) = echo_engine_work(200);
+    // Exactly 100 each on a quiet machine. The socket's readiness is the
+    // kernel's, not ours: a rare extra wake-up (a request that arrived in
+    // two pieces on a loaded machine) may add one; two per round trip
+    // would add 100.
+    let (steps, activations) = (s2 - s1, a2 - a1);
+    assert!(
+        (100..=105).contains(&steps) && (100..=105).contains(&activations),
+        "steps {steps}, activations {activations} for 100 round trips"
+    );
+}

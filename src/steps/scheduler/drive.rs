@@ -59,6 +59,7 @@ impl Scheduler {
             self.clear_args_reporting();
             return;
         };
+        self.activations += 1;
         if matches!(resume, Resume::Ready) {
             flow.queued = false;
         }

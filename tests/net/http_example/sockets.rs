@@ -271,3 +271,49 @@ fn idle_timeout_values() {
         );
     }
 }
+
+/// Steps and flow activations of one keep-alive connection of the
+/// example's HTTP flow answering `requests` `GET /`, one at a time.
+fn keep_alive_engine_work(requests: usize) -> (u64, u64) {
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut client, conn) = tcp::pair();
+    let before = tool.stats();
+    let p = http::connection(conn.take().unwrap(), None).promise::<()>(&mut tool);
+    let peer = std::thread::spawn(move || {
+        let mut answer = vec![0u8; OK.len()];
+        for _ in 0..requests {
+            client
+                .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            client.read_exact(&mut answer).unwrap();
+            assert_eq!(answer, OK.as_bytes());
+        }
+        // Closing ends the connection's flow.
+    });
+    tool.block_on(p).unwrap();
+    peer.join().unwrap();
+    let after = tool.stats();
+    (
+        after.steps - before.steps,
+        after.activations - before.activations,
+    )
+}
+
+/// A keep-alive request costs what the protocol needs: one step (parse,
+/// answer, write) in one activation (the socket became readable).
+/// Counted as the difference between connections of 200 and 100
+/// requests, so the connection's start and close cancel out.
+#[test]
+fn a_keep_alive_request_is_one_step_in_one_activation() {
+    let (s1, a1) = keep_alive_engine_work(100);
+    let (s2, a2) = keep_alive_engine_work(200);
+    // Exactly 100 each on a quiet machine. The socket's readiness is the
+    // kernel's, not ours: a rare extra wake-up (a request that arrived in
+    // two pieces on a loaded machine) may add one; two per round trip
+    // would add 100.
+    let (steps, activations) = (s2 - s1, a2 - a1);
+    assert!(
+        (100..=105).contains(&steps) && (100..=105).contains(&activations),
+        "steps {steps}, activations {activations} for 100 round trips"
+    );
+}
