@@ -18,6 +18,34 @@
 //! - `error`: a `repeat` iteration that adds a step failing with a static
 //!   error, recovered by its handler;
 //! - `await`: a `repeat` iteration that awaits a future ready at once.
+//!
+//! The resume path, one case per kind of event that wakes a waiting step
+//! (each operation is one park, one resume and the step after it):
+//! - `external-thread`: as `external`, but another OS thread completes the
+//!   waiting flows (joined before the loop runs on, so every completion is
+//!   in the loop's inbox when it does and the count does not depend on how
+//!   the threads interleave): the sender's side is counted too;
+//! - `future-wake`: a `repeat` iteration that awaits a future pending
+//!   once, which wakes itself (`wake_by_ref`) and is ready when polled
+//!   again (less `await` is the wake and the resume);
+//! - `timer`: a `repeat` iteration that waits in `wait_external()` and is
+//!   completed by a zero-delay `deferred` callback of the loop, the
+//!   cheapest public way for a step to wait for a timer (the callback is
+//!   boxed: one allocation an operation);
+//! - `timer-timeout`: a `repeat` iteration that adds a step waiting on
+//!   `set_timeout(Duration::ZERO)` alone, whose handler recovers the
+//!   `Timeout` (the engine's own timer, no allocation, but an error and
+//!   its unwinding);
+//! - `sync-grant`: a flow holds a `Mutex(1)` in a section that waits while
+//!   20,000 flows queue for it in `sync`; the holder is completed, and each
+//!   section's end hands the slot to the next waiter (one handover an
+//!   operation, with the waiting flow's start, its park in `sync` and its
+//!   end, as in `external`);
+//! - `io`: a `repeat` iteration that reads the byte the previous wait
+//!   announced, writes the next one into the other end of a Unix socket
+//!   pair, and waits for its end to be readable (`wait_io`): the loop's
+//!   poll finds it and resumes the flow (the `Ready` result is boxed: one
+//!   allocation an operation).
 
 #[path = "common/engine_cases.rs"]
 mod engine_cases;
@@ -37,8 +65,18 @@ fn main() {
         "repeat-add" => engine_cases::repeat_add,
         "error" => engine_cases::error_recovered,
         "await" => engine_cases::await_ready,
+        "external-thread" => engine_cases::external_thread,
+        "future-wake" => engine_cases::future_wake,
+        "timer" => engine_cases::timer,
+        "timer-timeout" => engine_cases::timer_timeout,
+        "sync-grant" => engine_cases::sync_grant,
+        #[cfg(unix)]
+        "io" => engine_cases::io_readable,
         _ => {
-            eprintln!("usage: instructions <simple|external|repeat-add|error|await> <batches>");
+            eprintln!(
+                "usage: instructions <simple|external|repeat-add|error|await|external-thread|\
+                 future-wake|timer|timer-timeout|sync-grant|io> <batches>"
+            );
             std::process::exit(2);
         }
     };

@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null 2>&1 || { echo "instructions.sh: valgrind is not installed" >&2; exit 2; }
 
 cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(simple external repeat-add error await)
+[ ${#cases[@]} -gt 0 ] || cases=(simple external repeat-add error await external-thread future-wake timer timer-timeout
+    sync-grant io)
 cargo build --release --quiet --example instructions
 bin="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/instructions"
 
