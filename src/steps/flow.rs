@@ -84,6 +84,10 @@ impl Branching {
     /// parallel step allocates nothing for its branches once the loop's
     /// flows are warm. Every kept strand is free again, lowest id first.
     fn keep_branches(&mut self) {
+        if self.branches.is_empty() {
+            // A flow that only yielded or was waited for: nothing to keep.
+            return;
+        }
         self.branches.truncate(BRANCHES_KEEP);
         for st in &mut self.branches {
             if !st.frames.is_empty() {
