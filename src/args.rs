@@ -16,12 +16,16 @@
 
 use crate::error::Error;
 use std::any::Any;
+
+mod small;
+pub use small::SmallValue;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
 /// One success argument.
 ///
 /// Primitives are stored inline; strings and byte vectors own a boxed slice;
+/// any other type of one word or less is kept in place ([`Value::Small`]);
 /// anything else is a [`Value::Custom`] box.
 pub enum Value {
     /// `bool`
@@ -54,8 +58,12 @@ pub enum Value {
     Str(Box<str>),
     /// `Vec<u8>`
     Bytes(Box<[u8]>),
-    /// Any other [`ArgValue`] type, boxed: `char`, `&'static str`,
-    /// `Vec<String>`, `Option<T>` and the crate's or your own types.
+    /// Any other [`ArgValue`] type of one word or less (`char`, an
+    /// `Option<Arc<T>>`, the crate's `Ready`, a small type of your own),
+    /// kept in place: no allocation.
+    Small(SmallValue),
+    /// Any other [`ArgValue`] type, boxed: `&'static str`, `Vec<String>`,
+    /// a bigger `Option<T>` and the crate's or your own bigger types.
     Custom(Box<dyn CustomValue>),
 }
 
@@ -102,6 +110,7 @@ impl Value {
             Value::F64(_) => "f64",
             Value::Str(_) => "String",
             Value::Bytes(_) => "Vec<u8>",
+            Value::Small(v) => v.type_name(),
             Value::Custom(b) => (**b).type_name(),
         }
     }
@@ -125,6 +134,7 @@ impl fmt::Debug for Value {
             Value::F64(v) => write!(f, "{v}f64"),
             Value::Str(v) => write!(f, "{v:?}"),
             Value::Bytes(v) => write!(f, "{v:?}"),
+            Value::Small(v) => write!(f, "<{}>", v.type_name()),
             Value::Custom(b) => write!(f, "<{}>", (**b).type_name()),
         }
     }
@@ -134,9 +144,11 @@ impl fmt::Debug for Value {
 ///
 /// Implemented for the primitives, `String` and `Vec<u8>` (stored inline
 /// in [`Value`]), and for `char`, `&'static str`, `Vec<String>` and
-/// `Option<T>` (any `T: Send + 'static`), which travel boxed.
+/// `Option<T>` (any `T: Send + 'static`), which travel as custom values:
+/// in place when they fit one word ([`Value::Small`]), boxed otherwise.
 ///
-/// A type of your own crate opts in with an empty impl and travels boxed:
+/// A type of your own crate opts in with an empty impl and travels the
+/// same way:
 ///
 /// ```
 /// use futoin_asyncsteps::{ArgValue, FromArgs, IntoArgs};
@@ -173,13 +185,18 @@ impl fmt::Debug for Value {
     note = "a type of your own travels as a step arg in a newtype that implements `ArgValue` (see its docs)"
 )]
 pub trait ArgValue: Sized + Send + 'static {
-    /// Wraps the value.
+    /// Wraps the value: in place when it is one word or less
+    /// ([`Value::Small`]), boxed otherwise ([`Value::Custom`]).
     fn into_value(self) -> Value {
-        Value::Custom(Box::new(self))
+        match SmallValue::new(self) {
+            Ok(v) => Value::Small(v),
+            Err(v) => Value::Custom(Box::new(v)),
+        }
     }
     /// Unwraps the value, or gives it back when the type differs.
     fn from_value(v: Value) -> Result<Self, Value> {
         match v {
+            Value::Small(v) => v.take::<Self>().map_err(Value::Small),
             Value::Custom(b) if (*b).type_id() == std::any::TypeId::of::<Self>() => {
                 match b.into_any().downcast::<Self>() {
                     Ok(v) => Ok(*v),
@@ -255,7 +272,7 @@ impl ArgValue for Vec<u8> {
     }
 }
 
-// Boxed as `Value::Custom` by the trait's default methods.
+// Kept in place or boxed by the trait's default methods.
 impl ArgValue for char {}
 impl ArgValue for &'static str {}
 impl ArgValue for Vec<String> {}

@@ -117,7 +117,7 @@ mod testing;
 mod tool;
 mod util;
 
-pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, Value};
+pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, SmallValue, Value};
 pub use error::step_error::{Error, StepResult};
 pub use state::State;
 pub use steps::async_tool::AsyncTool;

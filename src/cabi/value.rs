@@ -438,6 +438,7 @@ fn value_to_c(v: Value) -> FutoInBinaryValue {
         other => {
             let b: Box<dyn CustomValue> = match other {
                 Value::Custom(b) => b,
+                Value::Small(v) => v.into_boxed(),
                 Value::Str(s) => Box::new(s.into_string()),
                 Value::Bytes(b) => Box::new(b.into_vec()),
                 _ => unreachable!("primitives handled above"),
