@@ -125,7 +125,23 @@ impl<'a> Step<'a> {
             None => Exec::Loop(iter),
             Some(l) => Exec::LabeledLoop(Box::new((iter, l))),
         };
-        self.push(StepDef { exec, catch: None });
+        let def = StepDef { exec, catch: None };
+        if self.take_model_loop() {
+            // A model's loop step (it only adds its loop: a model keeps
+            // its loops as steps, so that it stays clonable) starts the
+            // loop at its own level, as the loop step it stands for: no
+            // frame of its own under the loop's. Its implicit success
+            // then runs the loop next.
+            self.flow.st(self.sid).queue.push(def);
+            return self;
+        }
+        self.push(def);
+        self
+    }
+
+    /// Marks this step as a model's level-0 loop step (see `push_loop`).
+    pub(crate) fn model_loop(&mut self) -> &mut Self {
+        self.mark_model_loop();
         self
     }
 

@@ -251,7 +251,7 @@ impl AsyncSteps {
         F: FnMut(&mut Step<'_>) -> StepResult + Clone + Send + 'static,
     {
         self.add(move |s, ()| {
-            s.loop_(body);
+            s.model_loop().loop_(body);
             Ok(())
         })
     }
@@ -262,7 +262,7 @@ impl AsyncSteps {
         F: FnMut(&mut Step<'_>, usize) -> StepResult + Clone + Send + 'static,
     {
         self.add(move |s, ()| {
-            s.repeat(count, body);
+            s.model_loop().repeat(count, body);
             Ok(())
         })
     }
@@ -275,7 +275,7 @@ impl AsyncSteps {
         F: FnMut(&mut Step<'_>, I::Key, I::Value) -> StepResult + Clone + Send + 'static,
     {
         self.add(move |s, ()| {
-            s.for_each(items, body);
+            s.model_loop().for_each(items, body);
             Ok(())
         })
     }
@@ -314,7 +314,7 @@ impl AsyncSteps {
         // closure stays small enough to be stored in place, not boxed.
         let label = label.into();
         self.add(move |s, ()| {
-            s.loop_labeled(label, body);
+            s.model_loop().loop_labeled(label, body);
             Ok(())
         })
     }
@@ -331,7 +331,7 @@ impl AsyncSteps {
     {
         let label = label.into();
         self.add(move |s, ()| {
-            s.repeat_labeled(label, count, body);
+            s.model_loop().repeat_labeled(label, count, body);
             Ok(())
         })
     }
@@ -350,7 +350,7 @@ impl AsyncSteps {
     {
         let label = label.into();
         self.add(move |s, ()| {
-            s.for_each_labeled(label, items, body);
+            s.model_loop().for_each_labeled(label, items, body);
             Ok(())
         })
     }

@@ -38,6 +38,9 @@ pub(crate) struct Outcome {
     /// `fails_with` holds a misuse's `InternalError` (it stays: later
     /// `error()` calls do not replace it).
     pub misused: bool,
+    /// The step is a model's level-0 loop step (`AsyncSteps::loop_` and
+    /// kin), about to add its loop (see `Step::push_loop`).
+    pub model_loop: bool,
     /// The error the step fails with whatever its callback returns: the
     /// first misuse, else the last `error()` it raised.
     pub fails_with: Option<Error>,
@@ -153,6 +156,7 @@ impl<'a> Step<'a> {
                 io_wait: false,
                 engine_sync: false,
                 misused: false,
+                model_loop: false,
                 fails_with: None,
             },
         }
@@ -196,6 +200,31 @@ impl<'a> Step<'a> {
     #[inline]
     pub(crate) fn frame_deferred(&self) -> bool {
         self.pending.is_some()
+    }
+
+    /// Marks this step as a model's level-0 loop step (see `push_loop`).
+    pub(crate) fn mark_model_loop(&mut self) {
+        self.out.model_loop = true;
+    }
+
+    /// Whether this step is a model's loop step that may start its loop
+    /// in place (see `Step::push_loop`); asked once.
+    pub(crate) fn take_model_loop(&mut self) -> bool {
+        std::mem::take(&mut self.out.model_loop) && self.may_start_in_place()
+    }
+
+    /// Whether what this step adds may go on its parent's level instead of
+    /// a frame of its own: the frame is still deferred, with no error
+    /// handler, and the step has done nothing else (added, succeeded,
+    /// waited, misused, run a `sync` section).
+    fn may_start_in_place(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| p.catch.is_none())
+            && !self.out.added
+            && !self.out.succeeded
+            && !self.out.io_wait
+            && !self.out.misused
+            && self.out.fails_with.is_none()
+            && self.sched.section.is_none()
     }
 
     /// The outcome, and the frame still deferred (the step never needed
