@@ -56,10 +56,18 @@ struct Inner {
     info: String,
     has_info: bool,
     last_exception: Option<Error>,
-    /// Inline up to `STACK_INLINE` names: a flow recording its first
-    /// error allocates nothing for it.
-    async_stack: SmallVec<[&'static str; STACK_INLINE]>,
+    /// The steps from the outermost to the one that raised the last error,
+    /// as the functions that name them: recording an error calls none of
+    /// them (an indirect call each). Inline up to `STACK_INLINE`: a flow
+    /// recording its first error allocates nothing for it.
+    async_stack: SmallVec<[NameFn; STACK_INLINE]>,
+    /// The names of `async_stack`, made when first read.
+    names: std::cell::OnceCell<Box<[&'static str]>>,
 }
+
+/// A function giving a step's name for `async_stack` (the engine's
+/// `NameFn`: a type's name, known at compile time).
+pub(crate) type NameFn = fn() -> &'static str;
 
 /// `async_stack` names stored in `Inner` itself (most flows fail a few
 /// levels deep).
@@ -134,6 +142,9 @@ impl State {
             inner.async_stack = SmallVec::new();
         } else {
             inner.async_stack.clear();
+        }
+        if inner.names.get().is_some() {
+            inner.names = Default::default();
         }
         if inner.map.is_empty() {
             // Only the predefined variables were used (an error recorded,
@@ -251,7 +262,9 @@ impl State {
     /// step to the one that raised the last error.
     pub fn async_stack(&self) -> &[&'static str] {
         match &self.0 {
-            Some(i) => &i.async_stack,
+            Some(i) => i
+                .names
+                .get_or_init(|| i.async_stack.iter().map(|name| name()).collect()),
             None => &[],
         }
     }
@@ -269,7 +282,7 @@ impl State {
         &mut self,
         pool: &mut StatePool,
         e: &Error,
-        stack: impl FnOnce(&mut SmallVec<[&'static str; STACK_INLINE]>),
+        stack: impl FnOnce(&mut SmallVec<[NameFn; STACK_INLINE]>),
     ) {
         if self.0.is_none() {
             self.0 = pool.0.pop();
@@ -278,6 +291,9 @@ impl State {
         i.set_info(e.info());
         i.last_exception = Some(e.clone());
         i.async_stack.clear();
+        if i.names.get().is_some() {
+            i.names = Default::default();
+        }
         stack(&mut i.async_stack);
     }
 
@@ -341,7 +357,7 @@ mod tests {
     fn record_error_resets_info() {
         let mut s = State::new();
         let mut pool = StatePool::default();
-        s.record_error(&mut pool, &Error::with_info("A", "a"), |v| v.push("f"));
+        s.record_error(&mut pool, &Error::with_info("A", "a"), |v| v.push(|| "f"));
         assert_eq!(s.error_info(), Some("a"));
         s.record_error(&mut pool, &Error::new("B"), |_| {});
         assert_eq!(s.error_info(), None);
@@ -353,14 +369,16 @@ mod tests {
     #[test]
     fn async_stack_spills_and_is_reset() {
         let mut s = State::new();
-        let deep = ["a", "b", "c", "d", "e", "f"];
+        let deep: [NameFn; 6] = [|| "a", || "b", || "c", || "d", || "e", || "f"];
         let mut pool = StatePool::default();
         s.record_error(&mut pool, &Error::new("A"), |v| v.extend(deep));
-        assert_eq!(s.async_stack(), deep);
+        assert_eq!(s.async_stack(), ["a", "b", "c", "d", "e", "f"]);
+        // Read again: the same names, made once.
+        assert_eq!(s.async_stack(), ["a", "b", "c", "d", "e", "f"]);
         assert!(s.clear_catching().is_none());
         assert_eq!(s.async_stack(), [] as [&str; 0]);
         assert!(s.last_exception().is_none());
-        s.record_error(&mut pool, &Error::new("B"), |v| v.push("g"));
+        s.record_error(&mut pool, &Error::new("B"), |v| v.push(|| "g"));
         assert_eq!(s.async_stack(), ["g"]);
         assert_eq!(s.last_exception().unwrap().code(), "B");
     }
@@ -372,7 +390,7 @@ mod tests {
     fn error_only_storage_goes_to_the_pool_and_comes_back() {
         let mut pool = StatePool::default();
         let mut a = State::new();
-        a.record_error(&mut pool, &Error::with_info("A", "a"), |v| v.push("f"));
+        a.record_error(&mut pool, &Error::with_info("A", "a"), |v| v.push(|| "f"));
         let storage = &**a.0.as_ref().unwrap() as *const Inner;
         assert!(a.clear_catching().is_none());
         a.recycle(&mut pool);

@@ -71,15 +71,15 @@ impl Flow {
                     frames.len()
                 };
                 for f in &frames[..upto] {
-                    out.push((f.name)());
+                    out.push(f.name);
                     if f.flags & IN_PLACE != 0 {
                         // The critical section it runs in place.
                         if let Some(r) = f.resources.as_ref().and_then(|x| x.special_ref()) {
                             if let Some(via) = r.in_place_via {
-                                out.push(via());
+                                out.push(via);
                             }
                             if let Some((_, section)) = &r.in_place {
-                                out.push(section());
+                                out.push(*section);
                             }
                         }
                     }
