@@ -27,10 +27,9 @@ thread_local! {
     static HANDLES: RefCell<Vec<ExternalHandle>> = const { RefCell::new(Vec::new()) };
 }
 
-/// `n` flows each wait in a step; all are then completed from this thread
-/// with their index, which the next step reads. Everything is timed: flow
-/// creation, parking, completion, the continuation and teardown.
-pub fn external(tool: &mut AsyncTool, n: usize) {
+/// Starts `n` flows that each wait in a step (leaving its handle in
+/// `HANDLES`), then read an `i32`.
+fn start_waiting(tool: &mut AsyncTool, n: usize) {
     for _ in 0..n {
         let mut root = AsyncSteps::new();
         root.add(|s, ()| {
@@ -44,6 +43,13 @@ pub fn external(tool: &mut AsyncTool, n: usize) {
         });
         root.execute(tool);
     }
+}
+
+/// `n` flows each wait in a step; all are then completed from this thread
+/// with their index, which the next step reads. Everything is timed: flow
+/// creation, parking, completion, the continuation and teardown.
+pub fn external(tool: &mut AsyncTool, n: usize) {
+    start_waiting(tool, n);
     // Waiting flows with no timer do not keep the loop busy.
     tool.run_until_idle().expect("loop");
     let hs = HANDLES.with_borrow_mut(std::mem::take);
@@ -98,19 +104,7 @@ pub fn await_ready(tool: &mut AsyncTool, n: usize) {
 /// runs until idle. Flow creation, parking, the cross-thread completion
 /// and the loop's side of it, the next step and teardown are counted.
 pub fn external_thread(tool: &mut AsyncTool, n: usize) {
-    for _ in 0..n {
-        let mut root = AsyncSteps::new();
-        root.add(|s, ()| {
-            let h = s.wait_external();
-            HANDLES.with_borrow_mut(|v| v.push(h));
-            Ok(())
-        });
-        root.add(|_, (v,): (i32,)| {
-            black_box(v);
-            Ok(())
-        });
-        root.execute(tool);
-    }
+    start_waiting(tool, n);
     tool.run_until_idle().expect("loop");
     let mut hs = HANDLES.with_borrow_mut(std::mem::take);
     assert_eq!(hs.len(), n);

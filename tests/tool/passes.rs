@@ -85,43 +85,43 @@ const DRAIN_MAX: u32 = 64;
 /// before the entries queued then (here a timer due at once).
 #[test]
 fn the_messages_waiting_when_a_pass_begins_run_whole() {
-    const N: usize = 1_000;
     let mut tool = AsyncTool::new().unwrap();
     let done = Arc::new(AtomicU32::new(0));
-    let (tx, rx) = mpsc::channel();
-    for _ in 0..N {
-        let (tx, d) = (tx.clone(), done.clone());
-        let mut root = AsyncSteps::new();
-        root.add(move |s, ()| {
-            tx.send(s.wait_external()).unwrap();
-            Ok(())
-        });
-        root.add(move |_, ()| {
-            d.fetch_add(1, SeqCst);
-            Ok(())
-        });
-        root.execute(&mut tool);
-    }
+    let rx = start_waiters(&mut tool, &done);
     tool.run_until_idle().unwrap();
-    let handles: Vec<_> = rx.try_iter().collect();
-    assert_eq!(handles.len(), N);
-    for h in handles {
-        h.success(()).unwrap();
-    }
+    complete_waiters(rx);
     let seen = probe(&mut tool, &done);
     tool.iterate(Some(Duration::ZERO)).unwrap();
-    assert_eq!(seen.get(), Some(N as u32));
-    assert_eq!(done.load(SeqCst), N as u32);
+    assert_eq!(seen.get(), Some(WAITERS));
+    assert_eq!(done.load(SeqCst), WAITERS);
 }
 
 /// The same on `TestTool`: its turn runs the messages as the pass does.
 #[test]
 fn the_messages_waiting_when_a_turn_begins_run_whole_on_test_tool() {
-    const N: usize = 1_000;
     let mut tool = TestTool::new();
     let done = Arc::new(AtomicU32::new(0));
+    let rx = start_waiters(&mut tool, &done);
+    tool.run_all_ready();
+    complete_waiters(rx);
+    let seen = probe(&mut tool, &done);
+    while seen.get().is_none() {
+        assert!(tool.run_one(), "the probe runs");
+    }
+    assert_eq!(seen.get(), Some(WAITERS));
+}
+
+/// Flows of the two tests above.
+const WAITERS: u32 = 1_000;
+
+/// Starts `WAITERS` flows that each wait in a step (its handle comes out
+/// of the returned channel), then count into `done`.
+fn start_waiters(
+    tool: &mut Scheduler,
+    done: &Arc<AtomicU32>,
+) -> mpsc::Receiver<futoin_asyncsteps::ExternalHandle> {
     let (tx, rx) = mpsc::channel();
-    for _ in 0..N {
+    for _ in 0..WAITERS {
         let (tx, d) = (tx.clone(), done.clone());
         let mut root = AsyncSteps::new();
         root.add(move |s, ()| {
@@ -132,19 +132,18 @@ fn the_messages_waiting_when_a_turn_begins_run_whole_on_test_tool() {
             d.fetch_add(1, SeqCst);
             Ok(())
         });
-        root.execute(&mut tool);
+        root.execute(tool);
     }
-    tool.run_all_ready();
+    rx
+}
+
+/// Completes every parked waiter, on this (the loop's) thread.
+fn complete_waiters(rx: mpsc::Receiver<futoin_asyncsteps::ExternalHandle>) {
     let handles: Vec<_> = rx.try_iter().collect();
-    assert_eq!(handles.len(), N);
+    assert_eq!(handles.len(), WAITERS as usize);
     for h in handles {
         h.success(()).unwrap();
     }
-    let seen = probe(&mut tool, &done);
-    while seen.get().is_none() {
-        assert!(tool.run_one(), "the probe runs");
-    }
-    assert_eq!(seen.get(), Some(N as u32));
 }
 
 /// Sets a timer due at once that records `count` when it runs.

@@ -123,6 +123,16 @@ impl Flow {
         id
     }
 
+    /// Cancels the branches of `ids` (strand, generation) still running.
+    pub(super) fn cancel_branches(&mut self, sched: &mut Scheduler, ids: &[(u32, u32)]) {
+        for &(b, g) in ids {
+            let st = self.st(b);
+            if st.live && st.gen == g {
+                self.cancel_strand(sched, b);
+            }
+        }
+    }
+
     /// [`strand_done`](Self::strand_done) for a parallel branch.
     pub(super) fn branch_done(
         &mut self,
@@ -155,12 +165,7 @@ impl Flow {
             }
             Err(e) => {
                 let branches = std::mem::take(&mut special.par_ids);
-                for &(b, g) in &branches {
-                    let st = self.st(b);
-                    if st.live && st.gen == g {
-                        self.cancel_strand(sched, b);
-                    }
-                }
+                self.cancel_branches(sched, &branches);
                 Err(e)
             }
         };

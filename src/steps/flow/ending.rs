@@ -89,12 +89,7 @@ impl Flow {
             if let Some(special) = x.special_mut().filter(|r| r.par.is_some()) {
                 special.par = None;
                 let mut ids = std::mem::take(&mut special.par_ids);
-                for &(b, g) in &ids {
-                    let st = self.st(b);
-                    if st.live && st.gen == g {
-                        self.cancel_strand(sched, b);
-                    }
-                }
+                self.cancel_branches(sched, &ids);
                 // The emptied list goes back for the frame's next use.
                 ids.clear();
                 if let Some(special) = f.resources.as_mut().and_then(|x| x.special_mut()) {
