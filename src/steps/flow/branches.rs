@@ -28,8 +28,6 @@ pub(crate) struct Starting {
     at: (u32, u32),
     /// Set by the last branch to end (`Ok`) or the first to fail.
     outcome: Option<Result<(), Error>>,
-    /// A parallel step is starting its branches in place.
-    active: bool,
 }
 
 impl Flow {
@@ -45,8 +43,8 @@ impl Flow {
         branches: &mut Vec<StepDef>,
         ids: &mut Vec<(u32, u32)>,
     ) -> bool {
-        let inline =
-            !sched.starting.active && self.branching.as_ref().is_none_or(|br| br.ready.is_empty());
+        let inline = sched.starting.at.1 == 0
+            && self.branching.as_ref().is_none_or(|br| br.ready.is_empty());
         for b in branches.drain(..) {
             let bid = self.new_strand(sid, pseq);
             let st = self.st(bid);
@@ -71,7 +69,6 @@ impl Flow {
         sched.starting = Starting {
             at: (sid, pseq),
             outcome: None,
-            active: true,
         };
         let mut i = 0;
         while sched.starting.outcome.is_none() {
