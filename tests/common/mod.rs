@@ -6,18 +6,31 @@ use futoin_asyncsteps::{error::codes, AsyncSteps, Error, ExternalHandle, FromArg
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub type Log = Arc<Mutex<Vec<String>>>;
+/// A `Clone + Send` log of what the callbacks did, in order: written
+/// with [`Log::push`] (or [`push`]), read with [`Log::get`] (or
+/// [`entries`]).
+#[derive(Clone, Default)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    pub fn push(&self, s: impl Into<String>) {
+        self.0.lock().unwrap().push(s.into());
+    }
+    pub fn get(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
 
 pub fn log() -> Log {
-    Arc::new(Mutex::new(Vec::new()))
+    Log::default()
 }
 
 pub fn push(l: &Log, s: impl Into<String>) {
-    l.lock().unwrap().push(s.into());
+    l.push(s);
 }
 
 pub fn entries(l: &Log) -> Vec<String> {
-    l.lock().unwrap().clone()
+    l.get()
 }
 
 /// Logs `drop <name>` when dropped.
@@ -37,19 +50,6 @@ pub fn slot<T>() -> Slot<T> {
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// A `Clone + Send` log of what the callbacks did, in order (method style).
-#[derive(Clone, Default)]
-pub struct Recorder(Arc<Mutex<Vec<String>>>);
-
-impl Recorder {
-    pub fn push(&self, s: impl Into<String>) {
-        self.0.lock().unwrap().push(s.into());
-    }
-    pub fn get(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
 }
 
 /// A slot the test reads an [`ExternalHandle`] from after a step stored it.

@@ -10,7 +10,7 @@
 //! taken first again, so a branch that never waits starved its siblings;
 //! a timeout while the flow was parked replayed a stale entry.
 
-use crate::common::{entries, log, push, HandleSlot as Slot, Recorder as Log};
+use crate::common::{entries, log, push, HandleSlot as Slot, Log};
 use futoin_asyncsteps::{AsyncSteps, Error, ExternalHandle, TestTool};
 use std::future::Future;
 use std::pin::Pin;

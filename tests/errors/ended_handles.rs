@@ -3,7 +3,7 @@
 //! first wins) and after the flow was cancelled is refused with an
 //! `InternalError`.
 
-use crate::common::{assert_internal, HandleSlot as Slot, Recorder as Log};
+use crate::common::{assert_internal, HandleSlot as Slot, Log};
 use crate::{install_hook, next_step_logger};
 use futoin_asyncsteps::{error::codes, AsyncSteps, TestTool};
 use std::time::Duration;

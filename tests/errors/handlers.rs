@@ -3,7 +3,7 @@
 //! added by a handler, cancel callbacks of the steps an error unwinds
 //! through, and `async_stack` of an error a handler raised.
 
-use crate::common::{run, Recorder as Log};
+use crate::common::{run, Log};
 use crate::{next_step_logger, with_inner_handler};
 use futoin_asyncsteps::{AsyncSteps, Error, Step, StepResult, TestTool};
 

@@ -20,7 +20,7 @@ mod state;
 mod success;
 mod unhandled;
 
-use common::{run, Recorder as Log};
+use common::{run, Log};
 use futoin_asyncsteps::{Args, AsyncSteps, Error, Step, StepResult, TestTool};
 use std::cell::RefCell;
 use std::rc::Rc;

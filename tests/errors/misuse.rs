@@ -4,7 +4,7 @@
 //! error handler, a parallel refused after `success()`, and a `StackRef`
 //! of a flow on another loop.
 
-use crate::common::{self, assert_internal, run, slot, Recorder as Log, Slot};
+use crate::common::{self, assert_internal, run, slot, Log, Slot};
 use crate::{next_step_logger, with_inner_handler};
 use futoin_asyncsteps::{error::codes, AsyncSteps, Error, StepResult, TestTool};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! (on a timeout and on a root cancel) become an `InternalError` for that
 //! flow; the loop and its other flows go on.
 
-use crate::common::{assert_internal, run, Recorder as Log};
+use crate::common::{assert_internal, run, Log};
 use crate::{install_hook, with_inner_handler};
 use futoin_asyncsteps::{AsyncSteps, TestTool};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! closures, sync steps, parallels and their branches), and `error()`
 //! failing the step at the call, whatever the callback returns.
 
-use crate::common::{run, Recorder as Log};
+use crate::common::{run, Log};
 use futoin_asyncsteps::{AsyncSteps, Error, Step, StepResult, TestTool};
 use std::sync::{Arc, Mutex};
 

@@ -4,7 +4,7 @@
 //! args of the wrong types (an `InternalError` naming what was expected
 //! and what was given).
 
-use crate::common::{assert_internal, run, Recorder as Log};
+use crate::common::{assert_internal, run, Log};
 use crate::next_step_logger;
 use futoin_asyncsteps::{error::codes, ArgValue, Args, AsyncSteps, TestTool};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Unhandled errors of `execute()` flows reach the loop's unhandled-error
 //! hook; a root cancel by the flow's owner does not.
 
-use crate::common::Recorder as Log;
+use crate::common::Log;
 use crate::{install_hook, next_step_logger};
 use futoin_asyncsteps::{error::codes, AsyncSteps, Error, TestTool};
 use std::cell::RefCell;

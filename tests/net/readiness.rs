@@ -48,7 +48,7 @@ fn drain(s: &mut Step<'_>, conn: StackRef<TcpStream>) -> Result<Vec<u8>, Error> 
 fn readable_then_read_then_wait_again() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let r = Recorder::default();
+    let r = Log::default();
     let r2 = r.clone();
     let root = conn_flow(server, move |s, conn| {
         for _ in 0..2 {
@@ -94,7 +94,7 @@ fn writable_on_a_fresh_connection() {
 fn a_timeout_deregisters_and_the_source_can_wait_again() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let r = Recorder::default();
+    let r = Log::default();
     let r2 = r.clone();
     let root = conn_flow(server, move |s, conn| {
         let r = r2.clone();
@@ -129,7 +129,7 @@ fn a_timeout_deregisters_and_the_source_can_wait_again() {
 fn cancel_while_waiting_deregisters_and_later_data_is_harmless() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let cancelled = Recorder::default();
+    let cancelled = Log::default();
     let c2 = cancelled.clone();
     let root = conn_flow(server, move |s, conn| {
         let c = c2.clone();
@@ -247,7 +247,7 @@ fn a_flow_on_a_runtime_loop_accepts_a_connection() {
 fn readiness_between_two_waits_is_kept_for_the_next_wait() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let r = Recorder::default();
+    let r = Log::default();
     let gate: Slot<futoin_asyncsteps::ExternalHandle> = slot();
     let (r2, g2) = (r.clone(), gate.clone());
     let root = conn_flow(server, move |s, conn| {
@@ -458,7 +458,7 @@ fn release_io_is_refused_while_a_step_waits_on_the_source() {
 fn an_ignored_wait_io_error_leaves_the_step_not_waiting() {
     let mut tool = AsyncTool::new().unwrap();
     let (mut client, server) = pair();
-    let r = Recorder::default();
+    let r = Log::default();
     let r2 = r.clone();
     let root = conn_flow(server, move |s, conn| {
         s.set_timeout(Duration::from_secs(5));

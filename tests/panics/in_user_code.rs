@@ -22,7 +22,7 @@
 //! One more test checks that a flow ended by a panicking `Drop` still
 //! drops the other values it held.
 
-use crate::common;
+use crate::common::{self, entries, Log};
 use futoin_asyncsteps::runtime::Runtime;
 use futoin_asyncsteps::{
     error::codes, AsyncSteps, Error, ExternalHandle, FromArgs, Promise, TestTool,
@@ -46,12 +46,6 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".into())
-}
-
-type Log = Arc<Mutex<Vec<String>>>;
-
-fn entries(l: &Log) -> Vec<String> {
-    l.lock().unwrap().clone()
 }
 
 /// A value whose `Drop` panics with its message (`Clone` for `state()`).
@@ -194,7 +188,7 @@ fn bystander(i: u32, out: mpsc::Sender<(u32, ExternalHandle)>, log: Log) -> Asyn
         s.state().set("i", i);
         s.stack(format!("stack of {i}"));
         let l = log.clone();
-        s.set_cancel(move || l.lock().unwrap().push(format!("cancel {i}")));
+        s.set_cancel(move || l.push(format!("cancel {i}")));
         out.send((i, s.wait_external())).unwrap();
         Ok(())
     });
@@ -484,7 +478,7 @@ fn run_case_on_runtime(case: Case) -> RtRun {
     let rt = Runtime::builder()
         .loops(2)
         .pin_threads(false)
-        .on_unhandled_error(move |e| r.lock().unwrap().push(e.to_string()))
+        .on_unhandled_error(move |e| r.push(e.to_string()))
         .build()
         .unwrap();
     let log = Log::default();
@@ -643,26 +637,26 @@ fn a_panicking_cancel_callback_while_branches_start_leaves_the_next_flow_intact(
     );
     assert_eq!(held.lock().unwrap().len(), 1, "the first branch waited");
 
-    let log = Arc::new(Mutex::new(Vec::new()));
+    let log = Log::default();
     let mut second = AsyncSteps::new();
     let (l1, l2, l3) = (log.clone(), log.clone(), log.clone());
     second.add(move |s, ()| {
         s.parallel()
             .add(move |_, ()| {
-                l1.lock().unwrap().push("branch 1");
+                l1.push("branch 1");
                 Ok(())
             })
             .add(move |_, ()| {
-                l2.lock().unwrap().push("branch 2");
+                l2.push("branch 2");
                 Ok(())
             });
         s.add(move |s, ()| {
-            l3.lock().unwrap().push("after");
+            l3.push("after");
             s.success((7u32,))
         });
         Ok(())
     });
     let p = second.promise::<(u32,)>(&mut tool);
     assert_eq!(tool.block_on(p).expect("the second flow succeeds").0, 7);
-    assert_eq!(*log.lock().unwrap(), ["branch 1", "branch 2", "after"]);
+    assert_eq!(log.get(), ["branch 1", "branch 2", "after"]);
 }

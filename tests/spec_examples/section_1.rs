@@ -3,7 +3,7 @@
 //! aborting a parallel step (by an error, or by the time limit of the step
 //! around it).
 
-use crate::common::Recorder as Log;
+use crate::common::Log;
 use futoin_asyncsteps::{error::codes, AsyncSteps, Error, ExternalHandle, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `parallel()` steps and `state()`, loops, and waiting for an external
 //! event (also completed from another thread).
 
-use crate::common::Recorder as Log;
+use crate::common::Log;
 use futoin_asyncsteps::{error::codes, AsyncSteps, AsyncTool, TestTool};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

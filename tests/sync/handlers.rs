@@ -38,7 +38,7 @@ fn holder<S: ISync + Clone>(tool: &mut TestTool, obj: &S) {
 fn impatient(
     tool: &mut TestTool,
     m: &Mutex,
-    r: &Recorder,
+    r: &Log,
     then: fn(&mut Step<'_>, &Mutex),
 ) -> Promise<()> {
     let (m1, m2, r1) = (m.clone(), m.clone(), r.clone());
@@ -59,7 +59,7 @@ fn impatient(
 
 /// A flow entering `m` after `impatient` queued, logging when (ms since
 /// `t0`) it got in.
-fn next_waiter(tool: &mut TestTool, m: &Mutex, r: &Recorder) -> Promise<()> {
+fn next_waiter(tool: &mut TestTool, m: &Mutex, r: &Log) -> Promise<()> {
     let (r1, t0) = (r.clone(), tool.now());
     let mut y = AsyncSteps::new();
     y.sync(m, move |s, ()| {
@@ -76,7 +76,7 @@ fn next_waiter(tool: &mut TestTool, m: &Mutex, r: &Recorder) -> Promise<()> {
 fn a_queued_step_that_timed_out_leaves_the_queue_before_its_handler() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     holder(&mut tool, &m);
     let p = impatient(&mut tool, &m, &r, |s, _| sleep(s, ms(100)));
     let y = next_waiter(&mut tool, &m, &r);
@@ -96,7 +96,7 @@ fn a_queued_step_that_timed_out_leaves_the_queue_before_its_handler() {
 fn a_handler_retrying_after_its_queued_step_timed_out_gets_in() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     holder(&mut tool, &m);
     let p = impatient(&mut tool, &m, &r, |s, m| {
         s.sync(m, |s, ()| s.success(()));
@@ -111,7 +111,7 @@ fn a_handler_retrying_after_its_queued_step_timed_out_gets_in() {
 fn a_handler_retrying_after_a_full_queue_is_refused_for_the_queue_again() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, Some(0));
-    let r = Recorder::default();
+    let r = Log::default();
     holder(&mut tool, &m);
     let (m1, m2, r1) = (m.clone(), m.clone(), r.clone());
     let mut p = AsyncSteps::new();
@@ -141,7 +141,7 @@ fn a_handler_retrying_after_a_full_queue_is_refused_for_the_queue_again() {
 fn a_step_whose_section_failed_keeps_the_lock_it_got_until_it_ends() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let (m1, m2, r1) = (m.clone(), m.clone(), r.clone());
     let mut p = AsyncSteps::new();
     p.add_catch(
@@ -172,7 +172,7 @@ fn a_step_whose_section_failed_keeps_the_lock_it_got_until_it_ends() {
 }
 
 /// A value dropped with the step that holds the Mutex: logs the counts.
-struct WriteBack(Recorder, Mutex);
+struct WriteBack(Log, Mutex);
 
 impl Drop for WriteBack {
     fn drop(&mut self) {
@@ -182,7 +182,7 @@ impl Drop for WriteBack {
 
 /// A user's `ISync`: a Mutex, with a guard on the step's stack.
 #[derive(Clone)]
-struct Guarded(Mutex, Recorder);
+struct Guarded(Mutex, Log);
 
 impl ISync for Guarded {
     fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
@@ -197,7 +197,7 @@ impl ISync for Guarded {
 fn guarded(handler: bool) -> Vec<String> {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let g = Guarded(m.clone(), r.clone());
     let body = move |s: &mut Step<'_>, a: Args| {
         let section = Section::new(|s: &mut Step<'_>, ()| {
@@ -250,7 +250,7 @@ fn a_stack_value_of_the_locking_step_ends_before_its_lock_with_a_handler_too() {
 fn a_throttle_waiter_that_timed_out_takes_no_entry_of_the_next_period() {
     let mut tool = TestTool::new();
     let t = Throttle::new(1, ms(100), None);
-    let r = Recorder::default();
+    let r = Log::default();
     let t0 = tool.now();
     // Takes the one entry of the first period.
     let mut x = AsyncSteps::new();

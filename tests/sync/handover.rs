@@ -13,7 +13,7 @@ use std::sync::Arc;
 type HandleSlot = Arc<std::sync::Mutex<Option<futoin_asyncsteps::ExternalHandle>>>;
 
 /// Appends steps that record `names`, in order.
-fn record_steps(root: &mut AsyncSteps, r: &Recorder, names: &[&'static str]) {
+fn record_steps(root: &mut AsyncSteps, r: &Log, names: &[&'static str]) {
     for &name in names {
         let r = r.clone();
         root.add(move |_, ()| {
@@ -24,7 +24,7 @@ fn record_steps(root: &mut AsyncSteps, r: &Recorder, names: &[&'static str]) {
 }
 
 /// Starts a flow whose section records "b in" (it queues behind a holder).
-fn start_waiter(tool: &mut TestTool, m: &Mutex, r: &Recorder) {
+fn start_waiter(tool: &mut TestTool, m: &Mutex, r: &Log) {
     let mut b = AsyncSteps::new();
     let r = r.clone();
     b.sync(m, move |_, ()| {
@@ -36,7 +36,7 @@ fn start_waiter(tool: &mut TestTool, m: &Mutex, r: &Recorder) {
 
 /// Starts a flow that parks its handle in `slot` and records "c resumed"
 /// once completed; runs it up to its wait.
-fn start_parked(tool: &mut TestTool, r: &Recorder, slot: &HandleSlot) {
+fn start_parked(tool: &mut TestTool, r: &Log, slot: &HandleSlot) {
     let mut c = AsyncSteps::new();
     let sc = slot.clone();
     c.add(move |s, ()| {
@@ -53,7 +53,7 @@ fn start_parked(tool: &mut TestTool, r: &Recorder, slot: &HandleSlot) {
 fn start_holder(
     tool: &mut TestTool,
     m: &Mutex,
-    r: &Recorder,
+    r: &Log,
     tail: &[&'static str],
     body: impl FnOnce(&mut Step<'_>) + Clone + Send + 'static,
 ) {
@@ -75,7 +75,7 @@ fn start_holder(
 fn a_local_handover_runs_the_waiter_before_the_releasing_flow_goes_on() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     start_holder(&mut tool, &m, &r, &["a next", "a last"], |s| {
         sleep(s, ms(1))
     });
@@ -91,7 +91,7 @@ fn a_local_handover_runs_the_waiter_before_the_releasing_flow_goes_on() {
 fn a_handover_made_while_resuming_also_runs_the_waiter_first() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let slot = HandleSlot::default();
     let sa = slot.clone();
     start_holder(&mut tool, &m, &r, &["a next", "a last"], move |s| {
@@ -113,7 +113,7 @@ fn a_handover_made_while_resuming_also_runs_the_waiter_first() {
 fn a_release_without_a_waiter_does_not_yield() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let slot = HandleSlot::default();
     start_parked(&mut tool, &r, &slot);
     let sa = slot.clone();
@@ -142,7 +142,7 @@ impl Drop for Completer {
 fn a_message_from_a_dropped_stack_value_is_no_grant() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let slot = HandleSlot::default();
     start_parked(&mut tool, &r, &slot);
     let sa = slot.clone();

@@ -69,7 +69,7 @@ fn rejection_info_names_the_object() {
 fn handover_is_strict_fifo() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     for i in 0..5 {
         let mut root = AsyncSteps::new();
         let r = r.clone();
@@ -116,7 +116,7 @@ fn wrong_section_args_are_an_internal_error_and_release() {
 fn error_in_section_releases_and_reaches_the_handlers() {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let mut a = AsyncSteps::new();
     let r1 = r.clone();
     a.sync_catch(

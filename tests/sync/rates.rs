@@ -10,8 +10,8 @@ use futoin_asyncsteps::{error::codes, AsyncSteps, Promise, TestTool};
 use std::time::Instant;
 
 /// Entry times (ms since `t0`) of flows going through `sync`.
-fn entry_times(tool: &mut TestTool, obj: &Throttle, n: usize) -> (Recorder, Vec<Promise<()>>) {
-    let r = Recorder::default();
+fn entry_times(tool: &mut TestTool, obj: &Throttle, n: usize) -> (Log, Vec<Promise<()>>) {
+    let r = Log::default();
     let t0 = tool.now();
     let ps = (0..n)
         .map(|_| {
@@ -85,7 +85,7 @@ fn limiter_combines_concurrency_and_rate() {
         burst: 1,
     });
     let occ = Occupancy::default();
-    let r = Recorder::default();
+    let r = Log::default();
     let t0 = tool.now();
     let ps: Vec<_> = (0..6)
         .map(|_| {

@@ -3,15 +3,10 @@
 //! `tool::prefetch`). Order, handlers and cancels must be exactly those of
 //! timers handled one by one, also when entries in the batch go stale.
 
+use crate::common::{push, Log};
 use futoin_asyncsteps::{error::codes, AsyncSteps, FlowHandle, TaskHandle, TestTool};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-type Log = Arc<Mutex<Vec<String>>>;
-
-fn push(l: &Log, s: String) {
-    l.lock().unwrap().push(s);
-}
 
 /// 20 flows time out at the same instant, and a plain deferred callback
 /// sits in the middle of the batch. The first handler cancels two flows
@@ -22,7 +17,7 @@ fn push(l: &Log, s: String) {
 #[test]
 fn a_batch_of_timeouts_keeps_order_and_cancels_sent_from_it_wait_for_its_end() {
     let mut tool = TestTool::new();
-    let log: Log = Arc::default();
+    let log = Log::default();
     let handles: Arc<Mutex<Vec<FlowHandle>>> = Arc::default();
     for i in 0..20u32 {
         let mut root = AsyncSteps::new();
@@ -31,9 +26,8 @@ fn a_batch_of_timeouts_keeps_order_and_cancels_sent_from_it_wait_for_its_end() {
             move |s, ()| {
                 if i == 9 {
                     let l = l.clone();
-                    s.tool().deferred(Duration::from_millis(10), move |_| {
-                        push(&l, "deferred".into())
-                    });
+                    s.tool()
+                        .deferred(Duration::from_millis(10), move |_| push(&l, "deferred"));
                 }
                 s.set_cancel(move || push(&l, format!("cancel {i}")));
                 s.set_timeout(Duration::from_millis(10));
@@ -52,7 +46,7 @@ fn a_batch_of_timeouts_keeps_order_and_cancels_sent_from_it_wait_for_its_end() {
         handles.lock().unwrap().push(root.execute(&mut tool));
     }
     tool.run_all_ready();
-    assert!(log.lock().unwrap().is_empty());
+    assert!(log.get().is_empty());
     assert_eq!(tool.pending().timers, 21);
 
     tool.advance(Duration::from_millis(10));
@@ -65,7 +59,7 @@ fn a_batch_of_timeouts_keeps_order_and_cancels_sent_from_it_wait_for_its_end() {
         want.push(format!("cancel {i}"));
         want.push(format!("handler {i} {}", codes::TIMEOUT));
     }
-    assert_eq!(*log.lock().unwrap(), want);
+    assert_eq!(log.get(), want);
     let st = tool.pending();
     assert_eq!((st.flows, st.timers), (0, 0));
 }
@@ -78,7 +72,7 @@ fn a_batch_of_timeouts_keeps_order_and_cancels_sent_from_it_wait_for_its_end() {
 #[test]
 fn a_batch_of_timeouts_skips_entries_that_go_stale_within_it() {
     let mut tool = TestTool::new();
-    let log: Log = Arc::default();
+    let log = Log::default();
     let late: Arc<Mutex<Option<TaskHandle>>> = Arc::default();
     for i in 0..20u32 {
         let mut root = AsyncSteps::new();
@@ -87,9 +81,9 @@ fn a_batch_of_timeouts_skips_entries_that_go_stale_within_it() {
             move |s, ()| {
                 if i == 9 {
                     let l = l.clone();
-                    let h = s.tool().deferred(Duration::from_millis(10), move |_| {
-                        push(&l, "deferred".into())
-                    });
+                    let h = s
+                        .tool()
+                        .deferred(Duration::from_millis(10), move |_| push(&l, "deferred"));
                     *late.lock().unwrap() = Some(h);
                 }
                 if i == 5 || i == 12 {
@@ -116,7 +110,7 @@ fn a_batch_of_timeouts_skips_entries_that_go_stale_within_it() {
         root.execute(&mut tool);
     }
     tool.run_all_ready();
-    assert!(log.lock().unwrap().is_empty());
+    assert!(log.get().is_empty());
     assert_eq!(tool.pending().timers, 23);
 
     // 20 timeouts run; the cancelled callback and the two sub-steps'
@@ -131,7 +125,7 @@ fn a_batch_of_timeouts_skips_entries_that_go_stale_within_it() {
         want.push(format!("cancel {i}"));
         want.push(format!("handler {i} {}", codes::TIMEOUT));
     }
-    assert_eq!(*log.lock().unwrap(), want);
+    assert_eq!(log.get(), want);
     let st = tool.pending();
     assert_eq!((st.flows, st.timers, st.immediates), (0, 0, 0));
 }

@@ -10,12 +10,7 @@ use futoin_asyncsteps::{AsyncSteps, Error, Promise, TestTool};
 /// Runs what is ready, then advances a second at a time, `secs - 1`
 /// times, logging "at t s" before each; then the flows' results and the
 /// log.
-fn second_by_second(
-    tool: &mut TestTool,
-    r: &Recorder,
-    ps: Vec<Promise<()>>,
-    secs: u64,
-) -> Vec<String> {
+fn second_by_second(tool: &mut TestTool, r: &Log, ps: Vec<Promise<()>>, secs: u64) -> Vec<String> {
     for t in 0..secs {
         r.push(format!("at {t} s"));
         if t == 0 {
@@ -47,7 +42,7 @@ fn out_of_rate(rate: u32) -> Limiter {
 /// rate used up waits for the next period holding its Mutex slot.
 fn rate_limited<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut ps = Vec::new();
     for f in 0..3 {
         let (r1, o1) = (r.clone(), o.clone());
@@ -104,7 +99,7 @@ fn a_limiter_out_of_rate_matches_the_general_path() {
 /// itself on `async_stack`, whether the Throttle let it in at once or not.
 fn reentry_and_stack<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut ps = Vec::new();
     for f in 0..2 {
         let (r1, o1, r3) = (r.clone(), o.clone(), r.clone());
@@ -175,7 +170,7 @@ fn a_limiter_out_of_rate_is_reentered_and_named_as_on_the_general_path() {
 /// included, and the log shows where each turn ended.
 fn budget_ends<S: Obj>(o: S, lead: usize) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut ps = Vec::new();
     for f in 0..2 {
         let (r1, o1) = (r.clone(), o.clone());
@@ -219,7 +214,7 @@ fn turns_end_where_the_general_path_ends_them() {
 fn free_or_contended(contended: bool) -> Vec<String> {
     let mut tool = TestTool::new();
     let m = Mutex::new(1, None);
-    let r = Recorder::default();
+    let r = Log::default();
     let h = HandleSlot::default();
     let holder = contended.then(|| {
         let mut root = AsyncSteps::new();
@@ -281,7 +276,7 @@ fn a_queued_section_gets_the_same_args_and_async_stack() {
 }
 
 /// An arg value that logs the lock's counts when it is dropped.
-struct Loud<S: Obj>(Recorder, S);
+struct Loud<S: Obj>(Log, S);
 
 impl<S: Obj> Drop for Loud<S> {
     fn drop(&mut self) {
@@ -295,7 +290,7 @@ impl<S: Obj + Send + 'static> futoin_asyncsteps::ArgValue for Loud<S> {}
 /// then one that misuses its step (`success()` twice, the error ignored).
 fn unread_args_and_misuse<S: Obj + Send + 'static>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut root = AsyncSteps::new();
     let (r1, o1) = (r.clone(), o.clone());
     root.add(move |s, ()| s.success((Loud(r1, o1),)));

@@ -11,7 +11,7 @@ use futoin_asyncsteps::{error::codes, AsyncSteps, Error, Promise, TestTool};
 /// in a step (`Step::sync`), with the counts seen inside and after.
 fn args_and_order<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut root = AsyncSteps::new();
     root.add(|s, ()| s.success((20i32,)));
     let (r1, o1) = (r.clone(), o.clone());
@@ -128,7 +128,7 @@ fn failing(how: Fail) -> impl FnOnce(&mut Step<'_>, Args) -> StepResult + Clone 
 /// `AsyncSteps::sync` (copied into the step), then the counts.
 fn stacks<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut root = AsyncSteps::new();
     for how in FAILS {
         for at_root in [false, true] {
@@ -223,7 +223,7 @@ fn errors_and_async_stack_match_the_general_path() {
 }
 
 /// Logs the counts of its object when dropped (a `stack()` value).
-struct CountsAtDrop<S: Obj>(Recorder, S);
+struct CountsAtDrop<S: Obj>(Log, S);
 
 impl<S: Obj> Drop for CountsAtDrop<S> {
     fn drop(&mut self) {
@@ -236,7 +236,7 @@ impl<S: Obj> Drop for CountsAtDrop<S> {
 /// flow waiting for the lock gets in after.
 fn cancel_and_timeout<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let holder = |timeout: bool| {
         let (r1, o1) = (r.clone(), o.clone());
         let mut root = AsyncSteps::new();
@@ -315,7 +315,7 @@ fn cancel_and_timeout_while_holding_match_the_general_path() {
 /// when the mutex has one slot.
 fn reentrance<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut root = AsyncSteps::new();
     let (r1, o1) = (r.clone(), o.clone());
     root.sync(&o, move |s, ()| {
@@ -344,7 +344,7 @@ fn reentrance<S: Obj>(o: S) -> Vec<String> {
 
 fn deadlock<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut root = AsyncSteps::new();
     let (r1, o1) = (r.clone(), o.clone());
     let o2 = o.clone();
@@ -397,7 +397,7 @@ fn reentrance_and_branch_deadlock_match_the_general_path() {
 /// the section), so its waiter gets in first.
 fn release_order<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let second = Mutex::new(1, None);
     let h = HandleSlot::default();
     let mut a = AsyncSteps::new();
@@ -414,7 +414,7 @@ fn release_order<S: Obj>(o: S) -> Vec<String> {
     });
     let a = a.promise::<()>(&mut tool);
     tool.run_all_ready();
-    fn waiter<T: Obj>(tool: &mut TestTool, r: &Recorder, name: &str, obj: &T) -> Promise<()> {
+    fn waiter<T: Obj>(tool: &mut TestTool, r: &Log, name: &str, obj: &T) -> Promise<()> {
         let (r1, o1, name) = (r.clone(), obj.clone(), name.to_owned());
         let mut w = AsyncSteps::new();
         w.sync(obj, move |_, ()| {
@@ -464,7 +464,7 @@ fn holds_taken_in_the_section_are_released_first_as_in_the_general_path() {
 /// not compared: a plain step on the general path gets no frame at all.)
 fn interleaving<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
-    let r = Recorder::default();
+    let r = Log::default();
     let mut ps = Vec::new();
     for f in 0..2 {
         let (r1, o1) = (r.clone(), o.clone());
