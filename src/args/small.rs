@@ -1,13 +1,16 @@
 //! [`SmallValue`]: a custom argument of one word, kept in place.
 
 use super::CustomValue;
+use crate::util::slot::{drop_impl, fits_in, store_in};
 use std::any::{Any, TypeId};
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+use std::mem::{ManuallyDrop, MaybeUninit};
 
 /// The room for a value kept in place: one machine word.
-type Slot = MaybeUninit<usize>;
+type Word = usize;
+type Slot = MaybeUninit<Word>;
 
 /// What to do with the value in a [`Slot`]: one static table per type.
 struct Table {
@@ -25,16 +28,9 @@ impl<T: Any + Send> Tables<T> {
     const TABLE: Table = Table {
         type_id: TypeId::of::<T>,
         type_name: std::any::type_name::<T>,
-        drop: drop_impl::<T>,
+        drop: drop_impl::<T, Word>,
         boxed: boxed_impl::<T>,
     };
-}
-
-/// # Safety
-/// `p` holds a valid `T`, owned by the caller, not used afterwards.
-unsafe fn drop_impl<T>(p: *mut Slot) {
-    // SAFETY: guaranteed by the caller.
-    unsafe { p.cast::<T>().drop_in_place() }
 }
 
 /// # Safety
@@ -60,7 +56,7 @@ unsafe fn boxed_impl<T: Any + Send>(p: *mut Slot) -> Box<dyn CustomValue> {
 /// assert_eq!(Flags::from_value(v).ok().map(|f| f.0), Some(5));
 /// ```
 pub struct SmallValue {
-    slot: Slot,
+    slot: UnsafeCell<Slot>,
     table: &'static Table,
 }
 
@@ -73,15 +69,11 @@ impl SmallValue {
     /// alignment); gives it back otherwise.
     #[inline]
     pub fn new<T: Any + Send>(v: T) -> Result<Self, T> {
-        if size_of::<T>() > size_of::<Slot>() || align_of::<T>() > align_of::<Slot>() {
+        if !fits_in::<T, Word>() {
             return Err(v);
         }
-        let mut slot = Slot::uninit();
-        // SAFETY: `T` fits the slot in size and alignment (checked above);
-        // the slot owns the value from here on.
-        unsafe { slot.as_mut_ptr().cast::<T>().write(v) };
         Ok(SmallValue {
-            slot,
+            slot: store_in::<T, Word>(v),
             table: &Tables::<T>::TABLE,
         })
     }
@@ -92,10 +84,10 @@ impl SmallValue {
         if (self.table.type_id)() != TypeId::of::<T>() {
             return Err(self);
         }
-        let mut me = ManuallyDrop::new(self);
+        let me = ManuallyDrop::new(self);
         // SAFETY: the slot holds a valid `T` (its table is `T`'s), and
         // `me` is never dropped, so the value is moved out once.
-        Ok(unsafe { me.slot.as_mut_ptr().cast::<T>().read() })
+        Ok(unsafe { me.slot.get().cast::<T>().read() })
     }
 
     /// The Rust type name of the value.
@@ -103,18 +95,13 @@ impl SmallValue {
         (self.table.type_name)()
     }
 
-    /// The `TypeId` of the value.
-    pub fn value_type_id(&self) -> TypeId {
-        (self.table.type_id)()
-    }
-
     /// The value, boxed (what a [`Value::Custom`](super::Value::Custom)
     /// holds).
     pub fn into_boxed(self) -> Box<dyn CustomValue> {
-        let mut me = ManuallyDrop::new(self);
+        let me = ManuallyDrop::new(self);
         // SAFETY: the slot holds a valid value of the table's type, and
         // `me` is never dropped, so the value is moved out once.
-        unsafe { (me.table.boxed)(&mut me.slot) }
+        unsafe { (me.table.boxed)(me.slot.get()) }
     }
 }
 
@@ -122,7 +109,7 @@ impl Drop for SmallValue {
     fn drop(&mut self) {
         // SAFETY: the slot holds a valid value of the table's type, owned
         // by this `SmallValue` and dropped once, here.
-        unsafe { (self.table.drop)(&mut self.slot) }
+        unsafe { (self.table.drop)(self.slot.get()) }
     }
 }
 

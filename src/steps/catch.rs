@@ -12,8 +12,8 @@
 //! memory that thread did not allocate).
 
 use crate::error::{Error, StepResult};
-use crate::steps::inline::{drop_impl, fits_in, store_in};
 use crate::steps::step::Step;
+use crate::util::slot::{drop_impl, fits_in, store_in};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};

@@ -10,9 +10,10 @@ use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::{ExecFn, NameFn};
 use crate::steps::step::Step;
+use crate::util::slot::{drop_impl, fits_in, store_in};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
-use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+use std::mem::{ManuallyDrop, MaybeUninit};
 
 /// The room for a closure kept in place: two words.
 type Words = [usize; 2];
@@ -105,28 +106,9 @@ impl Callback {
     }
 }
 
-/// True when a `F` fits a slot `S` (size and alignment); a constant per
-/// type.
-pub(super) const fn fits_in<F, S>() -> bool {
-    size_of::<F>() <= size_of::<S>() && align_of::<F>() <= align_of::<S>()
-}
-
 /// True when a `F` fits this module's slot.
 const fn fits<F>() -> bool {
     fits_in::<F, Slot>()
-}
-
-/// Writes `f` into a new slot of type `S`. Only called when
-/// `fits_in::<F, S>()`.
-pub(super) fn store_in<F, S>(f: F) -> UnsafeCell<MaybeUninit<S>> {
-    debug_assert!(fits_in::<F, S>());
-    let slot = UnsafeCell::new(MaybeUninit::<S>::uninit());
-    // SAFETY: `fits_in::<F, S>()` holds (checked by every caller), so the
-    // slot is large and aligned enough for an `F` (`UnsafeCell` and
-    // `MaybeUninit` have the layout of what they wrap); it is freshly
-    // uninitialised, so nothing is overwritten.
-    unsafe { slot.get().cast::<F>().write(f) };
-    slot
 }
 
 /// Writes `f` into a new slot of this module. Only called when `fits::<F>()`.
@@ -147,15 +129,6 @@ where
     // On an args mismatch `f` is dropped here, like a boxed callback.
     let a = A::from_args(s.args())?;
     f(s, a)
-}
-
-/// Drops the `F` in a slot of type `S` (this module's or `catch`'s).
-///
-/// # Safety
-/// `p` holds an owned, valid `F`, dropped here (not to be used again).
-pub(super) unsafe fn drop_impl<F, S>(p: *mut MaybeUninit<S>) {
-    // SAFETY: guaranteed by the caller (see above).
-    unsafe { p.cast::<F>().drop_in_place() }
 }
 
 /// # Safety

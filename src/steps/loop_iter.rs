@@ -7,8 +7,8 @@
 
 use crate::error::StepResult;
 use crate::steps::def::NameFn;
-use crate::steps::inline::{drop_impl, fits_in, store_in};
 use crate::steps::step::Step;
+use crate::util::slot::{drop_impl, fits_in, store_in};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;

@@ -262,7 +262,14 @@ fn for_each_walks_an_array_as_the_spec_example_does() {
     assert_eq!(seen, ["0: apple", "1: banana", "0: 10", "1: 20"]);
 }
 
-/// What a loop body's `Step` shows of itself (its level among them).
+/// Keeps what a loop body's `Step` shows of itself (its level among
+/// them) in the state, for `body_shown`.
+fn show(s: &mut futoin_asyncsteps::Step<'_>) {
+    let shown = format!("{s:?}");
+    s.state().set("shown", shown);
+}
+
+/// Runs `root`, then reads what `show` kept.
 fn body_shown(root: &mut AsyncSteps, tool: &mut TestTool) -> String {
     root.add(|s, ()| {
         let v = s.state().get::<String>("shown").cloned().unwrap();
@@ -282,8 +289,7 @@ fn a_model_loop_is_a_level_0_step_and_its_body_at_level_1() {
     let mut tool = TestTool::new();
     let mut root = AsyncSteps::new();
     root.repeat(1, |s, _| {
-        let shown = format!("{s:?}");
-        s.state().set("shown", shown);
+        show(s);
         Ok(())
     });
     let shown = body_shown(&mut root, &mut tool);
@@ -296,8 +302,7 @@ fn a_model_loop_is_a_level_0_step_and_its_body_at_level_1() {
     let mut root = AsyncSteps::new();
     root.add(|s, ()| {
         s.for_each(vec![1u8], |s, _, _| {
-            let shown = format!("{s:?}");
-            s.state().set("shown", shown);
+            show(s);
             Ok(())
         });
         Ok(())
@@ -311,8 +316,7 @@ fn a_model_loop_is_a_level_0_step_and_its_body_at_level_1() {
     // A cloned model's loop runs the same way.
     let mut model = AsyncSteps::new();
     model.loop_(|s| {
-        let shown = format!("{s:?}");
-        s.state().set("shown", shown);
+        show(s);
         s.break_loop()
     });
     let mut copy = model.clone();
