@@ -167,7 +167,8 @@ where
             .is_some_and(|c| s.may_run_in_place(id_of(c)) && c.gate().try_enter());
     if !admitted {
         s.out_mut().engine_sync = true;
-        return general(s, l, f);
+        let args = std::mem::take(s.args());
+        return l.sync_with(s, args, move || Section::new(f));
     }
     let Limiter { mutex, throttle } = l;
     // (The hold is made where it is handed over: a `Hold` kept in a local

@@ -173,8 +173,17 @@ impl Limiter {
     }
 }
 
-impl ISync for Limiter {
-    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+impl Limiter {
+    /// The general path: the Throttle's `sync` inside the Mutex's, around
+    /// the section `section()` makes once the Mutex admits the flow.
+    /// Generic, so that a caller with the user's own closure (the
+    /// frameless path, `in_place`) makes a Limiter section of one word
+    /// (the Throttle), kept in place: no allocation, where capturing a
+    /// made `Section` would box it.
+    pub(super) fn sync_with<M>(&self, s: &mut Step<'_>, args: Args, section: M) -> StepResult
+    where
+        M: FnOnce() -> Section + 'static,
+    {
         // Checked here, before the Mutex and the Throttle inside would
         // report it under their own names.
         if let Some(why) = self.misconfigured() {
@@ -184,8 +193,14 @@ impl ISync for Limiter {
         // Named after the Limiter on `async_stack`, as its frameless path
         // names it (`in_place`).
         let inner = Section::named::<Limiter, _, _>(move |s: &mut Step<'_>, a: Args| {
-            throttle.sync(s, a, section)
+            throttle.sync(s, a, section())
         });
         self.mutex.sync(s, args, inner)
+    }
+}
+
+impl ISync for Limiter {
+    fn sync(&self, s: &mut Step<'_>, args: Args, section: Section) -> StepResult {
+        self.sync_with(s, args, move || section)
     }
 }
