@@ -2,8 +2,8 @@
 //! the waker it guards: the `sleeping` and `closed` flags and the SeqCst
 //! fences that pair them with the queue.
 //!
-//! [`Inbox`](super::inbox::Inbox) plugs in crossbeam's `Injector` and
-//! mio's `Waker`. The rules:
+//! [`Inbox`](super::inbox::Inbox) plugs in its `Mailbox` (a locked queue
+//! whose length is read without the lock) and mio's `Waker`. The rules:
 //!
 //! - **Sleep** (loop thread, [`Handshake::prepare_sleep`]): store how it
 //!   will sleep in `sleeping` (blocked in `poll`, or parked on its thread
@@ -27,7 +27,7 @@
 //!
 //! Under `--cfg loom` the atomics come from `loom`, and the `loom_tests`
 //! module model-checks these rules with a stand-in queue and waker (loom
-//! cannot run crossbeam's `Injector` or mio's `Waker`).
+//! cannot run `parking_lot`'s lock or mio's `Waker`).
 
 #[cfg(loom)]
 use loom::sync::atomic::{fence, AtomicBool, AtomicU8};
@@ -262,7 +262,7 @@ mod tests {
 ///
 /// - The queue is a loom `Mutex<VecDeque>` for its contents, but its
 ///   emptiness is read from two counters without the lock, as
-///   `Injector::is_empty` and an empty `Injector::steal` read its indices.
+///   `Mailbox::is_empty` and an empty `Mailbox::pop` read its length.
 ///   A lock taken there would make the loop's check a release that a later
 ///   push acquires: an edge the real queue lacks, which would hide a
 ///   missing fence.
@@ -305,7 +305,7 @@ mod loom_tests {
         );
     }
 
-    /// The stand-in for crossbeam's `Injector` (see the module notes).
+    /// The stand-in for the inbox's `Mailbox` (see the module notes).
     struct Queue {
         items: Mutex<VecDeque<u32>>,
         pushed: AtomicUsize,
@@ -327,14 +327,14 @@ mod loom_tests {
             self.pushed.fetch_add(1, SeqCst);
         }
 
-        /// Loads only (no lock), like `Injector::is_empty`.
+        /// Loads only (no lock), like `Mailbox::is_empty`.
         fn is_empty(&self) -> bool {
             let popped = self.popped.load(SeqCst);
             popped == self.pushed.load(SeqCst)
         }
 
-        /// Like `steal(|| injector.steal())`: an empty queue answers
-        /// without the lock.
+        /// Like `Mailbox::pop`: an empty queue answers without the
+        /// lock.
         fn steal(&self) -> Option<u32> {
             if self.is_empty() {
                 return None;

@@ -3,10 +3,9 @@
 
 pub(crate) use super::handshake::Sleep;
 use super::handshake::{Handshake, Posted};
+use super::mailbox::Mailbox;
 use super::Engine;
-use crate::util::steal::steal;
 use crate::util::thread::thread_mark;
-use crossbeam_deque::Injector;
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,9 +14,9 @@ use std::sync::{Arc, OnceLock};
 /// A message for the owner loop, pushed from any thread: a closure to run
 /// there, a stop, or a message of the engine's.
 ///
-/// Kept small (see the engine's size test): the inbox stores messages in
-/// blocks of 63 that the producer allocates and zeroes, and every byte of
-/// a message crosses from the producer's core to the loop's.
+/// Kept small (see the engine's size test): every byte of a message sent
+/// from another thread crosses from the producer's core to the loop's, and
+/// a burst of them is held in the queues at once.
 pub(crate) enum Msg<H: Engine> {
     /// Run a closure on the loop.
     Call(Box<dyn FnOnce(&mut H) + Send>),
@@ -28,13 +27,16 @@ pub(crate) enum Msg<H: Engine> {
 }
 
 /// The shared, thread-safe side of one loop: the messages for it (a
-/// plain queue for its own thread, a lock-free injector for the others),
-/// how it sleeps and how to wake it.
+/// plain queue for its own thread, a locked double buffer for the others:
+/// see `Mailbox`), how it sleeps and how to wake it.
 pub(crate) struct Inbox<H: Engine> {
-    inbox: Injector<Msg<H>>,
+    inbox: Mailbox<Msg<H>>,
     /// Messages sent from the loop's own thread: a plain queue, no atomics,
     /// no wake-up. Touched only on the owner thread (see `local()`).
     local: UnsafeCell<VecDeque<Msg<H>>>,
+    /// Messages of other threads the loop has taken from `inbox` and not
+    /// run yet (owner thread only, as `local`).
+    taken: UnsafeCell<VecDeque<Msg<H>>>,
     waker: OnceLock<mio::Waker>,
     /// The `sleeping` and `closed` flags and the fences that pair them with
     /// `inbox` (model-checked under loom, see `handshake`).
@@ -63,9 +65,10 @@ fn settle<H: Engine>(msg: Msg<H>) {
     }
 }
 
-// SAFETY: all fields but `local` are `Sync`. `local` is only accessed on
-// the owner thread, through `Inbox::local` (see the proof there); other
-// threads never read or write it. Its contents are `Msg`s, which are `Send`
+// SAFETY: all fields but `local` and `taken` are `Sync`. Those two are
+// only accessed on the owner thread, through `Inbox::local` and
+// `Inbox::taken` (see the proof there); other threads never read or write
+// them. Their contents are `Msg`s, which are `Send`
 // (a `Call` is a `Send` closure, an engine message is `Send` by the
 // `Engine` bound), so dropping them on whichever thread releases the last
 // `Arc` is sound.
@@ -105,8 +108,9 @@ static NEXT_LOOP: AtomicU64 = AtomicU64::new(1);
 impl<H: Engine> Inbox<H> {
     pub(crate) fn new() -> Arc<Self> {
         let s = Arc::new(Inbox {
-            inbox: Injector::new(),
+            inbox: Mailbox::new(),
             local: UnsafeCell::new(VecDeque::new()),
+            taken: UnsafeCell::new(VecDeque::new()),
             waker: OnceLock::new(),
             hs: Handshake::new(),
             thread_mark: thread_mark(),
@@ -149,6 +153,17 @@ impl<H: Engine> Inbox<H> {
         // user code (a popped message is handled after `f` returns), so no
         // second `&mut` can overlap.
         f(unsafe { &mut *self.local.get() })
+    }
+
+    /// Runs `f` on the owner thread's queue of messages taken from other
+    /// threads.
+    #[inline]
+    fn taken<R>(&self, f: impl FnOnce(&mut VecDeque<Msg<H>>) -> R) -> R {
+        debug_assert!(self.is_same_thread());
+        // SAFETY: as for `local` (the same callers, on the owner thread
+        // only; `f` only moves messages in or out, or reads the length,
+        // and runs no user code).
+        f(unsafe { &mut *self.taken.get() })
     }
 
     /// Queues a message; never blocks. Wakes the loop only when it sleeps.
@@ -213,11 +228,16 @@ impl<H: Engine> Inbox<H> {
         while let Some(m) = self.local(|q| q.pop_front()) {
             settle(m);
         }
+        while let Some(m) = self.taken(|q| q.pop_front()) {
+            settle(m);
+        }
         self.drain_inbox();
     }
 
+    /// Settles what other threads queued (any thread: the closing loop,
+    /// or a producer that found it closed).
     fn drain_inbox(&self) {
-        while let Some(m) = steal(|| self.inbox.steal()) {
+        while let Some(m) = self.inbox.pop() {
             settle(m);
         }
     }
@@ -230,7 +250,7 @@ impl<H: Engine> Inbox<H> {
     /// producer of that other work that pushes, fences, and then wakes
     /// every loop it sees sleeping is never missed.
     pub(crate) fn prepare_sleep(&self, how: Sleep, idle: &dyn Fn() -> bool) -> bool {
-        if !self.local(|q| q.is_empty()) {
+        if !self.local(|q| q.is_empty()) || !self.taken(|q| q.is_empty()) {
             return false;
         }
         self.hs
@@ -255,12 +275,21 @@ impl<H: Engine> Inbox<H> {
     }
 
     /// The messages waiting now, to be taken with [`Batch::next`]; owner
-    /// thread only.
+    /// thread only. Those of other threads are taken from the shared
+    /// queue now (one lock, when there are any).
     #[inline]
     pub(crate) fn batch(&self) -> Batch {
+        let remote = if self.inbox.is_empty() {
+            self.taken(|q| q.len())
+        } else {
+            self.taken(|q| {
+                self.inbox.take_all(q);
+                q.len()
+            })
+        };
         Batch {
             local: self.local_len(),
-            remote: self.inbox.len(),
+            remote,
             remote_next: false,
         }
     }
@@ -274,19 +303,18 @@ impl<H: Engine> Inbox<H> {
 
     /// True when no message waits; owner thread only.
     pub(crate) fn is_empty(&self) -> bool {
-        self.local(|q| q.is_empty()) && self.inbox.is_empty()
+        self.local(|q| q.is_empty()) && self.taken(|q| q.is_empty()) && self.inbox.is_empty()
     }
 
-    /// Messages from other threads waiting; any thread.
-    /// (`Injector::len`: no counter of our own, so a send costs no extra
-    /// atomic read-modify-write.)
+    /// Messages from other threads that the loop has not taken yet; any
+    /// thread (a snapshot).
     pub(crate) fn remote_depth(&self) -> usize {
         self.inbox.len()
     }
 
     /// Messages waiting; owner thread only.
     pub(crate) fn depth(&self) -> usize {
-        self.local(|q| q.len()) + self.inbox.len()
+        self.local(|q| q.len()) + self.taken(|q| q.len()) + self.inbox.len()
     }
 }
 
@@ -296,12 +324,12 @@ impl<H: Engine> Inbox<H> {
 /// thread) waits for the next batch: the same pass takes it while fewer
 /// than `DRAIN_MAX` messages have run, else the next pass does, after the
 /// due timers and the queued entries (see `Drain`). It takes turns
-/// between the local queue and the injector, so neither kind waits behind
-/// a long run of the other.
+/// between the local queue and the messages of other threads, so neither
+/// kind waits behind a long run of the other.
 pub(crate) struct Batch {
     local: usize,
     remote: usize,
-    /// The injector's turn comes next.
+    /// The other threads' turn comes next.
     remote_next: bool,
 }
 
@@ -334,9 +362,9 @@ impl Batch {
             if remote {
                 self.remote -= 1;
                 self.remote_next = false;
-                // Only the owner steals from the injector (and `close`, which
-                // ends the loop): what was counted is there.
-                if let Some(m) = steal(|| shared.inbox.steal()) {
+                // Only the owner takes from `taken`: what was counted is
+                // there.
+                if let Some(m) = shared.taken(|q| q.pop_front()) {
                     return Some(m);
                 }
                 self.remote = 0;
