@@ -551,9 +551,9 @@ impl Flow {
         let cap = st.frames.capacity();
         if cap < 4 && st.frames.len() == cap {
             // A flow waiting at level 0 keeps one frame, one waiting in a
-            // step of a loop's body three (the loop's, the body's, the
-            // waiting step's), four under one more level: grow one at a
-            // time to four, then double (to eight, not six).
+            // step of a loop's body two (the loop's and the waiting
+            // step's: the body has none), three or four under more levels:
+            // grow one at a time to four, then double (to eight, not six).
             st.frames.reserve_exact(1);
         }
         st.frames.push(Frame {

@@ -136,14 +136,6 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    /// Nothing but a level: no flag, wait token, timer or `Resources`. Such a
-    /// frame can serve a loop's next iteration as a new one would (see
-    /// `Step::recycle` and the sub-step path of `Flow::iterate`).
-    #[inline]
-    pub(crate) fn is_plain(&self) -> bool {
-        self.flags == 0 && self.resources.is_none() && self.wait.is_none() && self.timer.is_none()
-    }
-
     /// The `Special` part of a frame that may keep sync holds (in
     /// `Special::holds` and, for a section run in place, `Special::in_place`;
     /// see [`Special::all_holds`]). Frames never flagged as holding one are

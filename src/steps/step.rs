@@ -88,6 +88,11 @@ pub struct Step<'a> {
     /// once needs none. Whatever needs the frame pushes it first
     /// ([`frame_here`](Step::frame_here)); `depth` is where it goes.
     pending: Option<Pending>,
+    /// A loop body ([`Step::body`]): the length of the strand's queue when
+    /// it began. Its sub-steps go there, on the loop's level, with no
+    /// frame of the body's own until something else needs one; that frame
+    /// then starts its segment here, below the sub-steps already added.
+    base: Option<u32>,
     out: Outcome,
 }
 
@@ -149,6 +154,7 @@ impl<'a> Step<'a> {
             depth,
             handler,
             pending: None,
+            base: None,
             out: Outcome {
                 succeeded: false,
                 added: false,
@@ -177,13 +183,33 @@ impl<'a> Step<'a> {
         s
     }
 
+    /// A loop iteration's body (see `base`): deferred as any step, and
+    /// what it adds goes on the loop's level while no frame is needed.
+    #[inline]
+    pub(crate) fn body(
+        sched: &'a mut Scheduler,
+        flow: &'a mut Flow,
+        sid: u32,
+        frame: Pending,
+    ) -> Self {
+        let base = flow.st(sid).queue.len() as u32;
+        let mut s = Self::deferred(sched, flow, sid, frame);
+        s.base = Some(base);
+        s
+    }
+
     /// Pushes this step's frame if it is still deferred: before anything
-    /// that reads or changes the frame or queues sub-steps above it.
+    /// that reads or changes the frame or queues sub-steps above it (a
+    /// loop body queues sub-steps without it).
     #[inline(always)]
     pub(crate) fn frame_here(&mut self) {
         if let Some(p) = self.pending.take() {
             self.flow.push_frame(self.sid, p.catch, p.name, Kind::Step);
             debug_assert_eq!(self.flow.st(self.sid).frames.len(), self.depth + 1);
+            if let Some(base) = self.base {
+                // A loop body's sub-steps added so far become the frame's.
+                self.flow.st(self.sid).frames[self.depth].seg = base;
+            }
             if self.sched.section.is_some() {
                 // This is a `sync` step running its section frameless.
                 crate::steps::hold::adopt_section(self.sched, self.flow, self.sid);
@@ -244,34 +270,20 @@ impl<'a> Step<'a> {
         self.out
     }
 
-    /// After a loop body returned `Ok(())`: when it added nothing, misused
-    /// nothing and left its frame untouched (no wait, timeout, cancel or
-    /// stack value), prepares this `Step` for the next iteration on the same
-    /// frame with a fresh seq. `None`: not plain; `Some(false)`: plain but
-    /// the flow's step budget is spent.
+    /// After a loop body returned `Ok(())` without a frame: whether it
+    /// did nothing else either (added nothing, misused nothing), so the
+    /// next iteration may run on this `Step`. Success args it left are
+    /// dropped (a loop ignores its body's results).
     #[inline]
-    pub(crate) fn recycle(&mut self) -> Option<bool> {
-        if self.out.added || self.out.fails_with.is_some() {
-            return None;
+    pub(crate) fn body_done_plain(&mut self) -> bool {
+        if self.pending.is_none() || self.out.added || self.out.fails_with.is_some() {
+            return false;
         }
-        debug_assert!(self.pending.is_none(), "a loop iteration's frame is pushed");
-        let seq = self.flow.next_seq();
-        let f = &mut self.flow.st(self.sid).frames[self.depth];
-        if !f.is_plain() {
-            return None;
-        }
-        if self.sched.budget <= 1 {
-            return Some(false);
-        }
-        f.seq = seq;
-        self.flow.seq = seq;
-        self.sched.budget -= 1;
-        self.sched.steps += 1;
         if self.out.succeeded {
             self.out.succeeded = false;
             self.sched.clear_args();
         }
-        Some(true)
+        true
     }
 
     fn misuse(&mut self, info: &'static str) -> StepResult {
@@ -289,8 +301,11 @@ impl<'a> Step<'a> {
             let _ = self.misuse("add() after wait_io(): the readiness completes this step");
             return;
         }
-        // The frame's segment starts below its sub-steps.
-        self.frame_here();
+        // The frame's segment starts below its sub-steps. A loop body
+        // needs none for them (see `base`).
+        if self.base.is_none() {
+            self.frame_here();
+        }
         self.out.added = true;
         let q = &mut self.flow.st(self.sid).queue;
         if q.len() == q.capacity() && q.capacity() < 2 {

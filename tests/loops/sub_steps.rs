@@ -1,14 +1,15 @@
-//! Loop iterations whose body adds sub-steps. The first sub-step runs as
-//! the strand would run it next, and when it ends at once the iteration's
-//! frame serves the next iteration. Each case here checks that this
-//! shortcut behaves exactly as popping the frame and pushing a new one
-//! would: callback order, the args each step gets, values on the
-//! iteration's stack, its timeout and its wait flag, the step budget, a
-//! sub-step that waits, fails or breaks the loop, and nested loops (which
-//! must not grow the native stack).
+//! Loop iterations whose body adds sub-steps. A body that only adds steps
+//! has no frame: its sub-steps run on the loop's level, and the first one
+//! runs as the strand would run it next. A body that needs its frame after
+//! adding (a `stack()` value, a timeout, an error) gets it with the steps
+//! it added as its own. Each case here checks that this behaves exactly as
+//! a frame per iteration would: callback order, the args each step gets,
+//! values on the iteration's stack, its timeout and its wait flag, the
+//! step budget, a sub-step that waits, fails or breaks the loop, and
+//! nested loops (which must not grow the native stack).
 
 use crate::common::*;
-use futoin_asyncsteps::{Args, AsyncSteps, Step, TestTool};
+use futoin_asyncsteps::{Args, AsyncSteps, Error, Step, TestTool};
 
 /// Logs `drop <name>` when dropped (a name per iteration).
 struct Named(Log, String);
@@ -221,8 +222,9 @@ fn a_failing_sub_step_reaches_the_handler_around_the_loop() {
     let p = root.promise::<(usize,)>(&mut tool);
     let (depth,) = tool.block_on(p).unwrap();
     assert_eq!(entries(&l), ["sub 0", "sub 1", "sub 2"]);
-    // The handler's step, its loop, the iteration and the sub-step.
-    assert_eq!(depth, 4);
+    // The handler's step, its loop and the sub-step: an iteration that
+    // only adds steps has no level of its own.
+    assert_eq!(depth, 3);
 }
 
 /// A loop added by a loop body runs from the strand's own loop, not from
@@ -305,4 +307,99 @@ fn a_body_that_waits_and_adds_leaves_no_wait_to_the_next_iteration() {
     );
     // The sub-steps completed the first step: its handle is refused.
     assert!(waiting.take().success(()).is_err());
+}
+
+/// A body that keeps a `stack()` value after adding its sub-steps gets its
+/// frame then, and the sub-steps already added run inside it: the value
+/// lives until they end, and is dropped before the next body.
+#[test]
+fn a_body_that_needs_its_frame_after_adding_keeps_its_sub_steps() {
+    let l = log();
+    let mut root = AsyncSteps::new();
+    let l2 = l.clone();
+    root.repeat(2, move |s, i| {
+        add_logged(s, &l2, format!("sub {i}"));
+        add_logged(s, &l2, format!("sub {i}b"));
+        s.stack(Named(l2.clone(), format!("value {i}")));
+        Ok(())
+    });
+    run(root);
+    assert_eq!(
+        entries(&l),
+        [
+            "sub 0",
+            "sub 0b",
+            "drop value 0",
+            "sub 1",
+            "sub 1b",
+            "drop value 1",
+        ]
+    );
+}
+
+/// A timeout set after adding covers the sub-steps already added: the
+/// waiting one is cancelled and the `Timeout` is raised at the body.
+#[test]
+fn a_timeout_set_after_adding_covers_the_sub_steps() {
+    let l = log();
+    let mut root = AsyncSteps::new();
+    let l2 = l.clone();
+    root.add_catch(
+        move |s, ()| {
+            let l2 = l2.clone();
+            s.repeat(3, move |s, i| {
+                let l3 = l2.clone();
+                s.add(move |s, ()| {
+                    push(&l3, format!("sub {i} waits"));
+                    let l4 = l3.clone();
+                    s.set_cancel(move || push(&l4, "cancelled"));
+                    Ok(())
+                });
+                s.set_timeout(ms(10));
+                Ok(())
+            });
+            Ok(())
+        },
+        |s, e| {
+            let depth = s.state().async_stack().len();
+            s.success((e.code().to_string(), depth))
+        },
+    );
+    let mut tool = TestTool::new();
+    let p = root.promise::<(String, usize)>(&mut tool);
+    tool.run_all_ready();
+    tool.advance(ms(10));
+    let (code, depth) = tool.block_on(p).unwrap();
+    assert_eq!(code, "Timeout");
+    assert_eq!(entries(&l), ["sub 0 waits", "cancelled"]);
+    // The step, its loop and the body's frame (the timeout is the body's).
+    assert_eq!(depth, 3);
+}
+
+/// A body that adds steps and then returns an error (`error()` after
+/// `add()` would be a misuse): they never run, and the error is raised at
+/// the body (its handler-less frame) and reaches the handler around the
+/// loop.
+#[test]
+fn a_body_that_adds_and_then_fails_runs_none_of_its_sub_steps() {
+    let l = log();
+    let mut root = AsyncSteps::new();
+    let l2 = l.clone();
+    root.add_catch(
+        move |s, ()| {
+            let l2 = l2.clone();
+            s.repeat(3, move |s, i| {
+                add_logged(s, &l2, format!("sub {i}"));
+                if i == 1 {
+                    return Err(Error::with_info("Boom", "after adding"));
+                }
+                Ok(())
+            });
+            Ok(())
+        },
+        |s, e| s.success((e.code().to_string(),)),
+    );
+    let (code,): (String,) = crate::common::run(root).unwrap();
+    assert_eq!(code, "Boom");
+    assert_eq!(entries(&l), ["sub 0"]);
 }

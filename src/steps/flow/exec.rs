@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 /// `error()` (which fails the step even if the callback ignored the
 /// returned `Err`), else a panic as `InternalError`, else what it returned.
 #[inline(always)]
-fn call_result(
+pub(super) fn call_result(
     r: Result<crate::error::StepResult, Box<dyn Any + Send>>,
     fails_with: Option<Error>,
 ) -> crate::error::StepResult {

@@ -1,61 +1,65 @@
-//! Running a loop's iterations: each one a frame above the loop frame,
-//! with two shortcuts that keep that frame for the next iteration instead
-//! of popping it and pushing a new one. A body that returns at once with
-//! nothing added reuses it (`Step::recycle`), and so does a body whose
-//! added execute callback runs right after it and ends at once. See
-//! `docs/architecture.md`, "Loops".
+//! Running a loop's iterations. A body runs as a step whose frame is
+//! deferred; what it adds goes on the loop's own level, so an iteration
+//! that only adds steps (or does nothing) has no frame: a flow waiting in
+//! a loop's body holds one frame less, and no frame is pushed and popped
+//! per iteration. A body that needs its frame (it waits, sets a timeout
+//! or a cancel callback, keeps a `stack()` value, fails) gets it as any
+//! deferred step does. See `docs/architecture.md`, "Loops".
 
 use super::Flow;
 use crate::steps::def::{Exec, StepDef};
 use crate::steps::frame::{Act, Frame, Kind, LoopState};
 use crate::steps::scheduler::Scheduler;
-use crate::steps::step::{Outcome, Step};
+use crate::steps::step::{Pending, Step};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 impl Flow {
-    /// Runs one loop iteration as a new frame above the loop frame.
+    /// Runs loop iterations while they end at once, from the loop frame
+    /// on top of `sid` (its segment empty).
     pub(super) fn iterate(&mut self, sched: &mut Scheduler, sid: u32) -> Option<Act> {
-        sched.steps += 1;
-        sched.budget = sched.budget.saturating_sub(1);
-        let lf = self.top(sid);
-        let name = lf.name;
-        let mut iter = Self::take_body(lf);
-        self.push_frame(sid, None, name, Kind::Step);
-        let depth = self.st(sid).frames.len() - 1;
         loop {
-            let (r, out) = {
-                let mut step = Step::new(sched, self, sid, depth, false);
-                // Fast path: an iteration that returned Ok without adding
-                // steps, waiting or misusing the API ended like an implicit
-                // success (a loop ignores its body's success args). The same
-                // frame and `Step` serve the next iteration, with a fresh seq
-                // so stale references stay detectable. One `catch_unwind`
-                // covers the run.
+            sched.steps += 1;
+            sched.budget = sched.budget.saturating_sub(1);
+            // The loop frame's index: a body's frame, if it needs one,
+            // goes above it.
+            let lp = self.st(sid).frames.len() - 1;
+            let lf = &mut self.st(sid).frames[lp];
+            let (name, base) = (lf.name, lf.seg);
+            let mut iter = Self::take_body(lf);
+            let (r, out, pending) = {
+                let frame = Pending { catch: None, name };
+                let mut step = Step::body(sched, self, sid, frame);
+                // Fast path: a body that returned Ok without adding steps,
+                // needing its frame or misusing the API ended like an
+                // implicit success. The same `Step` serves the next
+                // iteration while the step budget lasts; one
+                // `catch_unwind` covers the run.
                 let r = catch_unwind(AssertUnwindSafe(|| loop {
                     let r = iter.call(&mut step);
-                    if !matches!(r, Some(Ok(()))) {
-                        break (r, false);
+                    if !matches!(r, Some(Ok(()))) || !step.body_done_plain() {
+                        break r;
                     }
-                    match step.recycle() {
-                        Some(true) => {}
-                        Some(false) => break (r, true),
-                        None => break (r, false),
+                    if step.sched.budget == 0 {
+                        break r;
                     }
+                    step.sched.budget -= 1;
+                    step.sched.steps += 1;
                 }));
-                match r {
-                    Ok((r, true)) => (Ok(r), Outcome::default()),
-                    Ok((r, false)) => (Ok(r), step.into_outcome()),
-                    Err(p) => (Err(p), step.into_outcome()),
-                }
+                let (out, pending) = step.into_parts();
+                (r, out, pending)
             };
-            // The iterator goes back before anything else runs: a step run
+            // The driver goes back before anything else runs: a step run
             // below (or a panic out of one) finds the loop state whole.
-            Self::loop_state(&mut self.st(sid).frames[depth - 1])
+            Self::loop_state(&mut self.st(sid).frames[lp])
                 .expect("loop state")
                 .iter = Some(iter);
             let res = match r {
                 Ok(None) => {
-                    self.pop_frame(sched, sid, false);
+                    // The loop condition ended the loop (a body that ended
+                    // it has no frame: it returned without running).
+                    if pending.is_none() {
+                        self.pop_frame(sched, sid, false);
+                    }
                     self.pop_frame(sched, sid, false);
                     sched.clear_args();
                     return Some(Act::Next);
@@ -64,18 +68,21 @@ impl Flow {
                 Err(p) => Err(p),
             };
             let added = out.added;
-            let act = self.after_call(sched, sid, res, out);
+            let act = match pending {
+                // The body's frame was pushed: it ends as any step.
+                None => self.after_call(sched, sid, res, out),
+                Some(frame) => self.after_body(sched, sid, res, out, frame, base),
+            };
             if !added || !matches!(act, Some(Act::Next)) {
                 return act;
             }
             // The body added sub-steps: run the first one here, as the
             // strand's loop would next (same checks, same `exec`). When it
-            // ends at once and leaves the iteration's frame plain with
-            // nothing queued, that frame serves the next iteration instead
-            // of being popped and pushed again (see `next_iteration`).
-            // Only an execute callback: a loop, parallel or await sub-step
-            // goes back to the strand's loop, so nested loops never nest
-            // calls of this function.
+            // ends at once and leaves the loop frame on top with nothing
+            // queued, the next iteration runs here too. Only an execute
+            // callback: a loop, parallel or await sub-step goes back to the
+            // strand's loop, so nested loops never nest calls of this
+            // function.
             if !self.may_run_next(sched, sid)
                 || !matches!(
                     self.st(sid).queue.last(),
@@ -89,10 +96,45 @@ impl Flow {
             }
             let def = self.st(sid).queue.pop().expect("a sub-step was added");
             let act = self.exec_sub(sched, sid, def);
-            if !matches!(act, Some(Act::Next)) || !self.next_iteration(sched, sid, depth) {
+            if !matches!(act, Some(Act::Next)) || !self.loop_on_top(sched, sid, lp) {
                 return act;
             }
-            iter = Self::take_body(&mut self.st(sid).frames[depth - 1]);
+        }
+    }
+
+    /// What follows a body that ran without its frame: it added steps
+    /// (on the loop's level, from `base`), ended at once (a loop ignores
+    /// its body's success args), or failed, and then gets its frame, as
+    /// any deferred step that fails, with the steps it added in its
+    /// segment (they are dropped as the error unwinds).
+    fn after_body(
+        &mut self,
+        sched: &mut Scheduler,
+        sid: u32,
+        r: Result<crate::error::StepResult, Box<dyn std::any::Any + Send>>,
+        out: crate::steps::step::Outcome,
+        frame: Pending,
+        base: u32,
+    ) -> Option<Act> {
+        debug_assert!(!out.io_wait, "a readiness wait pushes the body's frame");
+        match super::exec::call_result(r, out.fails_with) {
+            Ok(()) => {
+                if out.added {
+                    self.st(sid).queue[base as usize..].reverse();
+                    if !out.forward {
+                        sched.clear_args();
+                    }
+                } else {
+                    sched.clear_args();
+                }
+                Some(Act::Next)
+            }
+            Err(e) => {
+                sched.clear_args();
+                self.push_frame(sid, frame.catch, frame.name, Kind::Step);
+                self.top(sid).seg = base;
+                Some(Act::Fail(e))
+            }
         }
     }
 
@@ -128,34 +170,19 @@ impl Flow {
         !(st.fresh && st.live) && sched.budget > 0
     }
 
-    /// After the sub-step of iteration frame `depth` went on: when nothing
-    /// more is queued in that frame and it is plain (no wait, timer, `Resources`
-    /// or flag), renews it for the next iteration, as popping it and
-    /// pushing the next iteration's frame would (a fresh seq, the next
-    /// step counted; the args register is left as popping leaves it).
-    /// False: the strand's loop goes on from here (so does a spent step
-    /// budget: the strand pauses there).
+    /// After an iteration's sub-step went on: whether the strand's loop
+    /// would call [`iterate`](Self::iterate) next, the loop frame `lp` on
+    /// top with nothing queued above it, and may go on at once. False:
+    /// the strand's loop goes on from here (so does a spent step budget:
+    /// the strand pauses there).
     #[inline]
-    fn next_iteration(&mut self, sched: &mut Scheduler, sid: u32, depth: usize) -> bool {
+    fn loop_on_top(&mut self, sched: &Scheduler, sid: u32, lp: usize) -> bool {
         if !self.may_run_next(sched, sid) {
             return false;
         }
-        let seq = self.next_seq();
         let st = self.st(sid);
-        // The `frames.len()` and `wait` checks are defensive: a sub-step
-        // that went on with its own frame still on top left steps queued,
-        // and `after_call` took the body's wait token.
-        if st.frames.len() != depth + 1 {
-            return false;
-        }
-        let f = &mut st.frames[depth];
-        if st.queue.len() != f.seg as usize || !f.is_plain() {
-            return false;
-        }
-        f.seq = seq;
-        self.seq = seq;
-        sched.budget -= 1;
-        sched.steps += 1;
-        true
+        st.frames.len() == lp + 1
+            && st.frames[lp].kind == Kind::Loop
+            && st.queue.len() == st.frames[lp].seg as usize
     }
 }
