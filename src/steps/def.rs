@@ -106,6 +106,10 @@ pub(crate) enum Exec {
     /// definition stays six words).
     LabeledLoop(Box<(LoopIter, String)>),
     Await(BoxFuture, NameFn),
+    /// A running loop's step, its driver out for an iteration (see
+    /// `Flow::iterate`). Never run: a loop's step stays in the queue just
+    /// below its frame's segment while the loop runs.
+    Taken,
 }
 
 /// At most this many emptied lists of parallel branches are kept per
@@ -159,6 +163,12 @@ pub(crate) fn parallel_name() -> &'static str {
     std::any::type_name::<crate::steps::parallel::Parallel<'static, 'static>>()
 }
 
+/// The name of a loop's step while its driver is out (never shown: the
+/// loop frame keeps the driver's own name).
+fn loop_name() -> &'static str {
+    "loop"
+}
+
 /// One queued step.
 pub(crate) struct StepDef {
     pub exec: Exec,
@@ -175,6 +185,7 @@ impl StepDef {
             Exec::Loop(l) => l.name(),
             Exec::LabeledLoop(b) => b.0.name(),
             Exec::Await(_, name) => *name,
+            Exec::Taken => loop_name,
         }
     }
 
@@ -185,7 +196,7 @@ impl StepDef {
             Exec::Parallel(v) => {
                 Exec::Parallel(v.iter().map(StepDef::try_clone).collect::<Option<_>>()?)
             }
-            Exec::Loop(..) | Exec::LabeledLoop(..) | Exec::Await(..) => return None,
+            Exec::Loop(..) | Exec::LabeledLoop(..) | Exec::Await(..) | Exec::Taken => return None,
         };
         let catch = match &self.catch {
             Some(c) => Some(c.try_clone()?),

@@ -3,7 +3,7 @@
 
 use crate::args::Args;
 use crate::error::Error;
-use crate::steps::def::{BoxFuture, Catch, LoopIter, NameFn, StepDef};
+use crate::steps::def::{BoxFuture, Catch, NameFn, StepDef};
 use crate::steps::external::WaitToken;
 use crate::steps::future_wake::FutureWake;
 use crate::tool::TaskKey;
@@ -49,10 +49,6 @@ pub(crate) type CancelFn = Box<dyn FnOnce(&mut crate::steps::scheduler::Schedule
 pub(crate) struct Resources {
     pub cancel: Option<CancelFn>,
     pub stack: Vec<Box<dyn Any>>,
-    /// A loop's state, here rather than in [`Special`]: a flow waiting
-    /// inside a loop (a connection's flow, say) then holds no `Special`
-    /// part for its loop frame, 288 bytes less.
-    pub lp: Option<LoopState>,
     /// Allocated on first use; kept with the `Resources` when it is recycled.
     pub special: Option<Box<Special>>,
 }
@@ -63,11 +59,7 @@ pub(crate) struct Resources {
 /// unwinds, do not abort the process. What is left runs no user code.
 impl Drop for Resources {
     fn drop(&mut self) {
-        if self.cancel.is_some()
-            || !self.stack.is_empty()
-            || self.lp.is_some()
-            || self.special.is_some()
-        {
+        if self.cancel.is_some() || !self.stack.is_empty() || self.special.is_some() {
             self.reset(|| 0);
         }
     }
@@ -106,12 +98,6 @@ pub(crate) struct Special {
     /// recycled, and readdressed for the next await whose frame gets it
     /// when no clone of it is left (see `FutureWake::reuse`).
     pub wake: Option<Arc<FutureWake>>,
-}
-
-pub(crate) struct LoopState {
-    /// `None` only while an iteration runs.
-    pub iter: Option<LoopIter>,
-    pub label: Option<String>,
 }
 
 pub(crate) struct ParState {
@@ -220,9 +206,6 @@ impl Resources {
         }
         if self.stack.capacity() > STACK_KEEP {
             self.stack = Vec::new();
-        }
-        if let Some(lp) = self.lp.take() {
-            drop_caught(lp, &mut first);
         }
         let granted = self.reset_special(&mut local_len, &mut first);
         rethrow(first);

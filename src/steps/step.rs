@@ -308,9 +308,10 @@ impl<'a> Step<'a> {
         }
         self.out.added = true;
         let q = &mut self.flow.st(self.sid).queue;
-        if q.len() == q.capacity() && q.capacity() < 2 {
-            // A step that adds one or two sub-steps (a flow waiting in a
-            // loop's body, say) keeps room for two, not four.
+        if q.len() == q.capacity() && q.capacity() < 4 {
+            // Grow one at a time up to four, then double: a flow waiting
+            // in a loop's body keeps the loop's step and the body's two
+            // (three), not four.
             q.reserve_exact(1);
         }
         q.push(def);

@@ -77,3 +77,44 @@ fn panicking_result_arg_of_detached_flow_keeps_loop_alive() {
     let p = next.promise::<(i32,)>(&mut tool);
     assert_eq!(tool.block_on(p).unwrap().0, 2);
 }
+
+/// A value a loop's driver captures whose `Drop` panics when the loop
+/// ends: the loop's step, kept in the flow's queue while the loop runs,
+/// is dropped as the loop frame goes. The flow ends with `InternalError`
+/// (its promise settles) and the loop goes on running flows.
+#[test]
+fn panicking_drop_of_a_loop_drivers_capture_is_contained() {
+    struct Boom;
+    impl Drop for Boom {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("boom in a loop's capture");
+            }
+        }
+    }
+    let mut tool = TestTool::new();
+    tool.set_unhandled_error_hook(|_| {});
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| {
+        let b = Boom;
+        s.repeat(2, move |_, _| {
+            let _ = &b;
+            Ok(())
+        });
+        Ok(())
+    });
+    let mut p = root.promise::<()>(&mut tool);
+    let escaped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tool.run_all();
+    }))
+    .is_err();
+    assert!(!escaped, "the panic left the loop");
+    let e = p.try_take().expect("settled").unwrap_err();
+    assert_eq!(e.code(), codes::INTERNAL_ERROR);
+    assert_eq!(tool.stats().flows, 0);
+    // The loop runs the next flow.
+    let mut next = AsyncSteps::new();
+    next.add(|s, ()| s.success((7i32,)));
+    let p = next.promise::<(i32,)>(&mut tool);
+    assert_eq!(tool.block_on(p).unwrap(), (7,));
+}

@@ -5,7 +5,7 @@
 
 use super::{Flow, FlowPanic};
 use crate::error::Error;
-use crate::steps::frame::{Act, Frame};
+use crate::steps::frame::{Act, Frame, Kind};
 use crate::steps::io_wait::IoWaiter;
 use crate::steps::scheduler::Scheduler;
 use crate::tool::panic_error;
@@ -22,8 +22,11 @@ impl Flow {
         let Some(f) = st.frames.pop() else {
             return;
         };
-        if st.queue.len() > f.seg as usize {
-            st.queue.truncate(f.seg as usize);
+        // A loop's own step sits just below its segment (see `start_loop`):
+        // it goes with the loop.
+        let keep = f.seg as usize - usize::from(f.kind == Kind::Loop);
+        if st.queue.len() > keep {
+            st.queue.truncate(keep);
         }
         // A plain frame (no wait token, nothing in `Resources`) has no activity
         // to end: the common case stays inline.

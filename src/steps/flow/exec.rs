@@ -5,8 +5,8 @@
 
 use super::Flow;
 use crate::error::Error;
-use crate::steps::def::{Catch, Exec, LoopIter, StepDef};
-use crate::steps::frame::{Act, Frame, Kind, LoopState, ParState, WAIT};
+use crate::steps::def::{Catch, Exec, StepDef};
+use crate::steps::frame::{Act, Frame, Kind, ParState, WAIT};
 use crate::steps::future_wake::FutureWake;
 use crate::steps::scheduler::Scheduler;
 use crate::steps::step::{Outcome, Pending, Step};
@@ -87,10 +87,11 @@ impl Flow {
                     None
                 }
             }
-            Exec::Loop(iter) => self.start_loop(sched, sid, catch, iter, None),
-            Exec::LabeledLoop(b) => {
-                let (iter, label) = *b;
-                self.start_loop(sched, sid, catch, iter, Some(label))
+            e @ (Exec::Loop(_) | Exec::LabeledLoop(_)) => self.start_loop(sched, sid, catch, e),
+            Exec::Taken => {
+                // Only ever below a loop frame's segment, never run.
+                debug_assert!(false, "a running loop's step was run");
+                Some(Act::Next)
             }
             Exec::Await(fut, name) => {
                 self.push_frame(sid, catch, name, Kind::Await);
@@ -112,21 +113,23 @@ impl Flow {
         }
     }
 
-    /// Pushes a loop's frame with its driver and label, and runs its first
-    /// iteration.
+    /// Starts a loop: its step (`exec`, the driver and the label) goes back
+    /// where it was taken from, the top of the queue, and stays there
+    /// while the loop runs, just below the loop frame's segment (a loop
+    /// frame holds nothing else: no `Resources`). Popping the loop frame
+    /// drops it (`pop_frame`). Then the first iteration runs.
     fn start_loop(
         &mut self,
         sched: &mut Scheduler,
         sid: u32,
         catch: Option<Catch>,
-        iter: LoopIter,
-        label: Option<String>,
+        exec: Exec,
     ) -> Option<Act> {
-        self.push_frame(sid, catch, iter.name(), Kind::Loop);
-        self.top(sid).resources_in(&mut sched.spare_resources).lp = Some(LoopState {
-            iter: Some(iter),
-            label,
-        });
+        let def = StepDef { exec, catch: None };
+        let name = def.name();
+        // No reallocation: the step was just popped from this queue.
+        self.st(sid).queue.push(def);
+        self.push_frame(sid, catch, name, Kind::Loop);
         self.iterate(sched, sid)
     }
 

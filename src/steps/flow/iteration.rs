@@ -8,7 +8,7 @@
 
 use super::Flow;
 use crate::steps::def::{Exec, StepDef};
-use crate::steps::frame::{Act, Frame, Kind, LoopState};
+use crate::steps::frame::{Act, Kind};
 use crate::steps::scheduler::Scheduler;
 use crate::steps::step::{Pending, Step};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,9 +23,9 @@ impl Flow {
             // The loop frame's index: a body's frame, if it needs one,
             // goes above it.
             let lp = self.st(sid).frames.len() - 1;
-            let lf = &mut self.st(sid).frames[lp];
+            let lf = &self.st(sid).frames[lp];
             let (name, base) = (lf.name, lf.seg);
-            let mut iter = Self::take_body(lf);
+            let mut iter = self.take_driver(sid, base);
             let (r, out, pending) = {
                 let frame = Pending { catch: None, name };
                 let mut step = Step::body(sched, self, sid, frame);
@@ -34,25 +34,28 @@ impl Flow {
                 // implicit success. The same `Step` serves the next
                 // iteration while the step budget lasts; one
                 // `catch_unwind` covers the run.
-                let r = catch_unwind(AssertUnwindSafe(|| loop {
-                    let r = iter.call(&mut step);
-                    if !matches!(r, Some(Ok(()))) || !step.body_done_plain() {
-                        break r;
-                    }
-                    if step.sched.budget == 0 {
-                        break r;
-                    }
-                    step.sched.budget -= 1;
-                    step.sched.steps += 1;
-                }));
+                // (`take_driver` only takes loops' drivers; anything else
+                // would end the loop.)
+                let r = match driver_of(&mut iter) {
+                    Some(driver) => catch_unwind(AssertUnwindSafe(|| loop {
+                        let r = driver.call(&mut step);
+                        if !matches!(r, Some(Ok(()))) || !step.body_done_plain() {
+                            break r;
+                        }
+                        if step.sched.budget == 0 {
+                            break r;
+                        }
+                        step.sched.budget -= 1;
+                        step.sched.steps += 1;
+                    })),
+                    None => Ok(None),
+                };
                 let (out, pending) = step.into_parts();
                 (r, out, pending)
             };
             // The driver goes back before anything else runs: a step run
-            // below (or a panic out of one) finds the loop state whole.
-            Self::loop_state(&mut self.st(sid).frames[lp])
-                .expect("loop state")
-                .iter = Some(iter);
+            // below (or a panic out of one) finds the loop's step whole.
+            self.st(sid).queue[base as usize - 1].exec = iter;
             let res = match r {
                 Ok(None) => {
                     // The loop condition ended the loop (a body that ended
@@ -145,19 +148,16 @@ impl Flow {
         self.exec(sched, sid, def)
     }
 
-    /// The loop state of a loop frame.
-    fn loop_state(f: &mut Frame) -> Option<&mut LoopState> {
-        f.resources.as_mut().and_then(|x| x.lp.as_mut())
-    }
-
-    /// Takes the body out of loop frame `f` for an iteration (it goes back
-    /// before anything else runs).
-    fn take_body(f: &mut Frame) -> crate::steps::def::LoopIter {
-        Self::loop_state(f)
-            .expect("loop state")
-            .iter
-            .take()
-            .expect("loop not re-entered")
+    /// Takes the driver out of the step of the loop whose segment starts
+    /// at `seg` (it goes back before anything else runs).
+    fn take_driver(&mut self, sid: u32, seg: u32) -> Exec {
+        let def = &mut self.st(sid).queue[seg as usize - 1];
+        let e = std::mem::replace(&mut def.exec, Exec::Taken);
+        debug_assert!(
+            matches!(e, Exec::Loop(_) | Exec::LabeledLoop(_)),
+            "loop not re-entered"
+        );
+        e
     }
 
     /// Whether [`run_strand`](Self::run_strand) would run the next step of
@@ -184,5 +184,15 @@ impl Flow {
         st.frames.len() == lp + 1
             && st.frames[lp].kind == Kind::Loop
             && st.queue.len() == st.frames[lp].seg as usize
+    }
+}
+
+/// The driver of a loop's step.
+#[inline(always)]
+fn driver_of(e: &mut Exec) -> Option<&mut crate::steps::def::LoopIter> {
+    match e {
+        Exec::Loop(iter) => Some(iter),
+        Exec::LabeledLoop(b) => Some(&mut b.0),
+        _ => None,
     }
 }

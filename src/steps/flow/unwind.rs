@@ -5,6 +5,7 @@
 
 use super::Flow;
 use crate::error::{Control, Error};
+use crate::steps::def::{Exec, StepDef};
 use crate::steps::frame::{Act, Frame, Kind, HANDLED, HOLDS, IN_PLACE, WAIT};
 use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
@@ -158,7 +159,7 @@ impl Flow {
                 Err(e2) => {
                     let st = self.st(sid);
                     let below = &st.frames[..st.frames.len() - 1];
-                    if matching_loop(below, e2.control_ref()).is_some() {
+                    if matching_loop(below, &st.queue, e2.control_ref()).is_some() {
                         self.pop_frame(sched, sid, false);
                         // break/continue from a handler: the frames below did
                         // not raise it, so they are all cancelled on the way.
@@ -202,7 +203,7 @@ impl Flow {
         let mut cur = sid;
         while let Some((p, _)) = self.st_get(cur).and_then(|s| s.parent()) {
             match self.st_get(p) {
-                Some(ps) if matching_loop(&ps.frames, control).is_some() => return true,
+                Some(ps) if matching_loop(&ps.frames, &ps.queue, control).is_some() => return true,
                 Some(_) => cur = p,
                 None => return false,
             }
@@ -236,7 +237,8 @@ impl Flow {
         origin_on_top: bool,
     ) -> Option<Act> {
         let brk = matches!(err.control_ref(), Control::Break(_));
-        let l = matching_loop(&self.st(sid).frames, err.control_ref())?;
+        let st = self.st(sid);
+        let l = matching_loop(&st.frames, &st.queue, err.control_ref())?;
         if origin_on_top && self.st(sid).frames.len() > l + 1 {
             self.pop_frame(sched, sid, false);
         }
@@ -258,7 +260,10 @@ impl Flow {
 /// The index of the innermost `Loop` frame in `frames` that a
 /// break/continue with `control` reaches (with its label, if any); `None`
 /// for a plain error or when no loop matches.
-fn matching_loop(frames: &[Frame], control: &Control) -> Option<usize> {
+/// The innermost of `frames` that is a loop `control` reaches (with its
+/// label, if it names one); `queue` is their strand's, where each loop's
+/// own step (with its label) sits just below its frame's segment.
+fn matching_loop(frames: &[Frame], queue: &[StepDef], control: &Control) -> Option<usize> {
     let label = match control {
         Control::Break(l) | Control::Continue(l) => l.as_deref(),
         Control::None => return None,
@@ -268,11 +273,8 @@ fn matching_loop(frames: &[Frame], control: &Control) -> Option<usize> {
             && match label {
                 None => true,
                 Some(want) => {
-                    f.resources
-                        .as_ref()
-                        .and_then(|x| x.lp.as_ref())
-                        .and_then(|lp| lp.label.as_deref())
-                        == Some(want)
+                    let step = (f.seg as usize).checked_sub(1).and_then(|i| queue.get(i));
+                    matches!(step, Some(StepDef { exec: Exec::LabeledLoop(b), .. }) if b.1 == want)
                 }
             }
     })
