@@ -292,7 +292,29 @@ impl<'a> Step<'a> {
         Err(e)
     }
 
+    /// Queues `def` as a sub-step of this step. Inline, for the common
+    /// case (nothing to check or push first, room in the queue): the step
+    /// definition is moved once, into the queue.
+    #[inline(always)]
     pub(crate) fn push(&mut self, def: StepDef) {
+        let plain = !self.out.succeeded
+            && !self.out.io_wait
+            && (self.base.is_some() || self.pending.is_none());
+        if plain {
+            let q = &mut self.flow.st(self.sid).queue;
+            if q.len() < q.capacity() {
+                self.out.added = true;
+                q.push(def);
+                return;
+            }
+        }
+        self.push_slow(def);
+    }
+
+    /// [`push`](Self::push) when the step completed already (a misuse),
+    /// its frame is to be pushed first, or the queue must grow.
+    #[inline(never)]
+    fn push_slow(&mut self, def: StepDef) {
         if self.out.succeeded {
             let _ = self.misuse("add() after success() in the same step");
             return;
