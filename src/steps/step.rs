@@ -368,6 +368,7 @@ impl<'a> Step<'a> {
     /// its callback receives the previous step's result as typed args.
     ///
     /// Returns `&mut Self` for chaining.
+    #[inline(always)]
     pub fn add<F, A>(&mut self, f: F) -> &mut Self
     where
         F: FnOnce(&mut Step<'_>, A) -> StepResult + 'static,

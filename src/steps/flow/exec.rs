@@ -87,7 +87,10 @@ impl Flow {
                     None
                 }
             }
-            e @ (Exec::Loop(_) | Exec::LabeledLoop(_)) => self.start_loop(sched, sid, catch, e),
+            // (Rewrapped rather than bound whole: a binding of the whole
+            // `exec` makes every arm copy it first.)
+            Exec::Loop(iter) => self.start_loop(sched, sid, catch, Exec::Loop(iter)),
+            Exec::LabeledLoop(b) => self.start_loop(sched, sid, catch, Exec::LabeledLoop(b)),
             Exec::Taken => {
                 // Only ever below a loop frame's segment, never run.
                 debug_assert!(false, "a running loop's step was run");
