@@ -9,7 +9,7 @@
 //! nested loops (which must not grow the native stack).
 
 use crate::common::*;
-use futoin_asyncsteps::{Args, AsyncSteps, Error, Step, TestTool};
+use futoin_asyncsteps::{Args, AsyncSteps, Error, Step, StepResult, TestTool};
 
 /// Logs `drop <name>` when dropped (a name per iteration).
 struct Named(Log, String);
@@ -27,6 +27,24 @@ fn add_logged(s: &mut Step<'_>, l: &Log, entry: String) {
         push(&l, entry);
         Ok(())
     });
+}
+
+/// A root whose one step runs `repeat(count, body)` under the error
+/// handler `on_error`.
+fn repeat_under_handler<B, H>(count: usize, body: B, on_error: H) -> AsyncSteps
+where
+    B: FnMut(&mut Step<'_>, usize) -> StepResult + Clone + Send + 'static,
+    H: FnOnce(&mut Step<'_>, &Error) -> StepResult + Clone + Send + 'static,
+{
+    let mut root = AsyncSteps::new();
+    root.add_catch(
+        move |s, ()| {
+            s.repeat(count, body);
+            Ok(())
+        },
+        on_error,
+    );
+    root
 }
 
 /// Runs `root` to its end (it must succeed) on a new test tool.
@@ -194,20 +212,16 @@ fn a_sub_step_that_waits_or_breaks_the_loop_ends_the_shortcut() {
 #[test]
 fn a_failing_sub_step_reaches_the_handler_around_the_loop() {
     let l = log();
-    let mut root = AsyncSteps::new();
     let l2 = l.clone();
-    root.add_catch(
-        move |s, ()| {
-            let l2 = l2.clone();
-            s.repeat(10, move |s, i| {
-                let l3 = l2.clone();
-                s.add(move |s, ()| {
-                    push(&l3, format!("sub {i}"));
-                    if i == 2 {
-                        return s.error("Boom", "in the third sub-step");
-                    }
-                    Ok(())
-                });
+    let root = repeat_under_handler(
+        10,
+        move |s, i| {
+            let l3 = l2.clone();
+            s.add(move |s, ()| {
+                push(&l3, format!("sub {i}"));
+                if i == 2 {
+                    return s.error("Boom", "in the third sub-step");
+                }
                 Ok(())
             });
             Ok(())
@@ -342,22 +356,18 @@ fn a_body_that_needs_its_frame_after_adding_keeps_its_sub_steps() {
 #[test]
 fn a_timeout_set_after_adding_covers_the_sub_steps() {
     let l = log();
-    let mut root = AsyncSteps::new();
     let l2 = l.clone();
-    root.add_catch(
-        move |s, ()| {
-            let l2 = l2.clone();
-            s.repeat(3, move |s, i| {
-                let l3 = l2.clone();
-                s.add(move |s, ()| {
-                    push(&l3, format!("sub {i} waits"));
-                    let l4 = l3.clone();
-                    s.set_cancel(move || push(&l4, "cancelled"));
-                    Ok(())
-                });
-                s.set_timeout(ms(10));
+    let root = repeat_under_handler(
+        3,
+        move |s, i| {
+            let l3 = l2.clone();
+            s.add(move |s, ()| {
+                push(&l3, format!("sub {i} waits"));
+                let l4 = l3.clone();
+                s.set_cancel(move || push(&l4, "cancelled"));
                 Ok(())
             });
+            s.set_timeout(ms(10));
             Ok(())
         },
         |s, e| {
@@ -383,18 +393,14 @@ fn a_timeout_set_after_adding_covers_the_sub_steps() {
 #[test]
 fn a_body_that_adds_and_then_fails_runs_none_of_its_sub_steps() {
     let l = log();
-    let mut root = AsyncSteps::new();
     let l2 = l.clone();
-    root.add_catch(
-        move |s, ()| {
-            let l2 = l2.clone();
-            s.repeat(3, move |s, i| {
-                add_logged(s, &l2, format!("sub {i}"));
-                if i == 1 {
-                    return Err(Error::with_info("Boom", "after adding"));
-                }
-                Ok(())
-            });
+    let root = repeat_under_handler(
+        3,
+        move |s, i| {
+            add_logged(s, &l2, format!("sub {i}"));
+            if i == 1 {
+                return Err(Error::with_info("Boom", "after adding"));
+            }
             Ok(())
         },
         |s, e| s.success((e.code().to_string(),)),
