@@ -24,6 +24,9 @@ pub(crate) trait Place: Send + Sync + 'static {
     /// Takes the place out of the queue; false when it was granted first
     /// (the flow was admitted and must leave instead).
     fn cancel(&self) -> bool;
+    /// The flow's stake ended: the place may be kept for a later waiter
+    /// (by default it is dropped).
+    fn recycle(self: Arc<Self>) {}
 }
 
 /// A flow's stake in a shared object, kept in a step's frame so it is
@@ -88,6 +91,7 @@ impl Drop for Hold {
                 } else {
                     self.guard.leave();
                 }
+                n.recycle();
             }
         }
     }

@@ -108,6 +108,22 @@ impl<T> Node<T> {
     pub(crate) fn is_granted(&self) -> bool {
         self.state.load(Acquire) == GRANTED
     }
+
+    /// A node for a new waiter: `spare` (a node kept for reuse) when it
+    /// is no longer shared (the queue and the granter are done with it),
+    /// else one made anew, so a waiter of a warm loop allocates no node.
+    pub(crate) fn reuse(spare: Option<Arc<Self>>, resume: T) -> Arc<Self> {
+        if let Some(mut n) = spare {
+            // `get_mut` checks that no other `Arc` is left, with the
+            // acquire that orders the last one's drop before this reuse.
+            if let Some(m) = Arc::get_mut(&mut n) {
+                m.state.store(WAITING, Relaxed);
+                m.resume.set(Some(resume));
+                return n;
+            }
+        }
+        Node::new(resume)
+    }
 }
 
 /// The cell of a node's resume value: std's `UnsafeCell`, or loom's under
@@ -123,6 +139,17 @@ impl<T> Cell<Option<T>> {
         return Cell(std::cell::UnsafeCell::new(v));
         #[cfg(loom)]
         return Cell(loom::cell::UnsafeCell::new(v));
+    }
+
+    /// Replaces the value; `&mut self` proves exclusive access.
+    fn set(&mut self, v: Option<T>) {
+        #[cfg(not(loom))]
+        {
+            *self.0.get_mut() = v;
+        }
+        #[cfg(loom)]
+        // SAFETY: `&mut self`: no other reference to the cell exists.
+        self.0.with_mut(|p| unsafe { *p = v });
     }
 
     /// # Safety
@@ -435,6 +462,24 @@ impl<T> Gate<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_is_reused_only_when_no_one_else_holds_it() {
+        // Granted and given back: reused, waiting again with the new value.
+        let n = Node::new(1u8);
+        assert_eq!(n.grant(), Some(1));
+        let first = Arc::as_ptr(&n);
+        let n = Node::reuse(Some(n), 2);
+        assert_eq!(Arc::as_ptr(&n), first);
+        assert!(!n.is_granted());
+        assert_eq!(n.grant(), Some(2));
+        // Still shared (a cancelled node left in the queue): a new one.
+        let shared = n.clone();
+        let m = Node::reuse(Some(n), 3);
+        assert_ne!(Arc::as_ptr(&m), Arc::as_ptr(&shared));
+        assert_eq!(m.grant(), Some(3));
+        assert_eq!(Node::reuse(None, 4).grant(), Some(4));
+    }
 
     #[test]
     fn fast_path_then_fifo_handover() {

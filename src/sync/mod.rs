@@ -305,6 +305,27 @@ pub(crate) trait HoldCore: Guard {
     fn entered(self: Arc<Self>, _s: &mut Step<'_>, _queued: bool) {}
 }
 
+/// At most this many emptied queue nodes are kept per thread (32 bytes
+/// each), for the next waiters of its loop.
+const NODES_KEEP: usize = 4096;
+
+thread_local! {
+    /// Queue nodes of waiters that have left, kept for the next ones: a
+    /// contended `sync` allocates no node once the loop is warm.
+    static NODES: std::cell::RefCell<Vec<Arc<Node<ExternalHandle>>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A queue node for a waiter that `resume` resumes (see `Node::reuse`).
+fn new_node(resume: ExternalHandle) -> Arc<Node<ExternalHandle>> {
+    // `try_with`: a thread being torn down makes one anew.
+    let spare = NODES
+        .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+        .ok()
+        .flatten();
+    Node::reuse(spare, resume)
+}
+
 /// A queued flow's node is its place in the queue.
 impl Place for Node<ExternalHandle> {
     fn is_granted(&self) -> bool {
@@ -312,6 +333,19 @@ impl Place for Node<ExternalHandle> {
     }
     fn cancel(&self) -> bool {
         Node::cancel(self)
+    }
+    fn recycle(self: Arc<Self>) {
+        // Kept only when no other thread holds it (a cancelled node may
+        // stay queued until a handover skips it; `reuse` checks again).
+        if Arc::strong_count(&self) == 1 {
+            let _ = NODES.try_with(|p| {
+                if let Ok(mut p) = p.try_borrow_mut() {
+                    if p.len() < NODES_KEEP {
+                        p.push(self);
+                    }
+                }
+            });
+        }
     }
 }
 
@@ -403,7 +437,7 @@ fn enter<C: HoldCore>(
         let what = core.what();
         let mut node = None;
         let r = core.gate().enter_or_queue(|| {
-            let n = Node::new(s.wait_external());
+            let n = new_node(s.wait_external());
             node = Some(n.clone());
             n
         });
