@@ -3,6 +3,7 @@
 //! inbox, the readiness table, and one pass of the loop.
 
 use super::inbox::{Drain, Inbox, Msg, OwnerGuard};
+use super::loop_fn::LoopFn;
 use super::reactor::{IoKey, Reactor};
 use super::timers::Timers;
 use super::{panic_error, Engine, Stage};
@@ -53,8 +54,9 @@ impl TaskHandle {
 
 /// What a task does when it runs.
 enum Task<H: Engine> {
-    /// A user's callback (`immediate`, `deferred`, a loop callback).
-    User(Box<dyn FnOnce(&mut H)>),
+    /// A user's callback (`immediate`, `deferred`, a loop callback), in
+    /// place when it is one word.
+    User(LoopFn<H>),
     /// A timer of the engine's (a step's timeout).
     Engine(H::Timer),
 }
@@ -158,7 +160,7 @@ impl<H: Engine> Core<H> {
     /// Schedules `f` to run on this loop as soon as possible.
     pub(crate) fn immediate(&mut self, f: impl FnOnce(&mut H) + 'static) -> TaskHandle {
         let key = self.tasks.insert(TaskSlot {
-            task: Task::User(Box::new(f)),
+            task: Task::User(LoopFn::new(f)),
             timer: false,
         });
         self.queue.push_back(Entry::Task(key));
@@ -187,7 +189,7 @@ impl<H: Engine> Core<H> {
         delay: Duration,
         f: impl FnOnce(&mut H) + 'static,
     ) -> TaskHandle {
-        let key = self.add_timer(delay, Task::User(Box::new(f)));
+        let key = self.add_timer(delay, Task::User(LoopFn::new(f)));
         self.handle_of(key)
     }
 
@@ -372,7 +374,7 @@ impl<H: Engine> Core<H> {
             }
             Entry::Task(k) => match core.tasks.remove(k) {
                 Some(slot) => match slot.task {
-                    Task::User(f) => Self::call_user(h, f),
+                    Task::User(f) => Self::call_user(h, |h| f.call(h)),
                     Task::Engine(t) => h.on_timer(t),
                 },
                 None => {

@@ -12,6 +12,7 @@ mod core;
 mod event_loop;
 mod handshake;
 mod inbox;
+mod loop_fn;
 mod mailbox;
 mod reactor;
 pub(crate) mod registry;
