@@ -8,6 +8,12 @@
 //! the case has one) and divided by the batch's operations. Run with
 //! `cargo test --test allocations -- --nocapture` to see every figure.
 
+// The engine bench's cases (the same code `scripts/instructions.sh`
+// counts): a sync grant, a timer, the once-pending future.
+#[path = "../examples/common/engine_cases.rs"]
+mod engine_cases;
+
+use engine_cases::YieldOnce;
 use futoin_asyncsteps::sync::{Limiter, LimiterOptions, Mutex, Throttle};
 use futoin_asyncsteps::{AsyncSteps, AsyncTool, Error, ExternalHandle, Step, StepResult};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -236,7 +242,7 @@ fn cases() -> Vec<(&'static str, f64)> {
             "await a once-pending future",
             per_op(t, |t, n| {
                 repeated(t, n, |s| {
-                    s.await_future(YieldOnce(false));
+                    s.await_future(YieldOnce::default());
                     Ok(())
                 })
             }),
@@ -248,7 +254,7 @@ fn cases() -> Vec<(&'static str, f64)> {
             per_op(t, |t, n| {
                 flows(t, n, |r| {
                     r.add(|s, ()| {
-                        s.await_future(YieldOnce(false));
+                        s.await_future(YieldOnce::default());
                         Ok(())
                     });
                 })
@@ -302,18 +308,13 @@ fn cases() -> Vec<(&'static str, f64)> {
         }),
     ));
     out.push(("wait_io readiness wait", per_op(t, readiness_waits)));
-    out.push(("sync granted to a queued flow", per_op(t, sync_grants)));
+    out.push((
+        "sync granted to a queued flow",
+        per_op(t, engine_cases::sync_grant),
+    ));
     out.push((
         "deferred timer completing a waiting step",
-        per_op(t, |t, n| {
-            repeated(t, n, |s| {
-                let h = s.wait_external();
-                s.tool().deferred(Duration::ZERO, move |_| {
-                    h.success(()).expect("the step waits");
-                });
-                Ok(())
-            })
-        }),
+        per_op(t, engine_cases::timer),
     ));
     // Last: a Throttle's period timer stays pending on the loop (an hour).
     for (name, obj) in [
@@ -338,34 +339,6 @@ fn cases() -> Vec<(&'static str, f64)> {
         out.push((name, n));
     }
     out
-}
-
-/// A flow holds a `Mutex(1)` in a section that waits; `n` flows queue
-/// for it, and the holder is completed: each waiter is granted the lock
-/// in turn (one grant an operation, with its flow's start and end).
-fn sync_grants(tool: &mut AsyncTool, n: usize) {
-    let m = Mutex::new(1, None);
-    let mut holder = AsyncSteps::new();
-    holder.sync(&m, |s, ()| {
-        HANDLES.with_borrow_mut(|v| v.push(s.wait_external()));
-        Ok(())
-    });
-    let p = holder.promise::<()>(tool);
-    tool.run_until_idle().expect("loop");
-    for _ in 0..n {
-        let mut root = AsyncSteps::new();
-        root.sync(&m, |_, ()| Ok(()));
-        root.execute(tool);
-    }
-    tool.run_until_idle().expect("loop");
-    assert_eq!(tool.stats().flows, n + 1, "the waiters wait");
-    let h = HANDLES
-        .with_borrow_mut(|v| v.pop())
-        .expect("the holder waits");
-    h.success(()).expect("complete");
-    tool.block_on(p).expect("holder");
-    tool.run_until_idle().expect("loop");
-    assert_eq!(tool.stats().flows, 0);
 }
 
 /// One flow that waits `n` times for a readable socket, reading one byte
@@ -430,24 +403,6 @@ enum Sync {
 
 thread_local! {
     static HANDLES: RefCell<Vec<ExternalHandle>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A future that is pending once (waking itself), then ready.
-struct YieldOnce(bool);
-
-impl std::future::Future for YieldOnce {
-    type Output = Result<(), Error>;
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        if self.0 {
-            return std::task::Poll::Ready(Ok(()));
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
-    }
 }
 
 /// The most allocations per operation each case may make. The goal is 0

@@ -124,7 +124,9 @@ pub fn external_thread(tool: &mut AsyncTool, n: usize) {
     assert_eq!(tool.stats().flows, 0);
 }
 
-/// A future that is pending once, waking itself as it is, then ready.
+/// A future that is pending once, waking itself as it is, then ready
+/// (`YieldOnce::default()`).
+#[derive(Default)]
 pub struct YieldOnce(bool);
 
 impl std::future::Future for YieldOnce {
@@ -147,7 +149,7 @@ impl std::future::Future for YieldOnce {
 pub fn future_wake(tool: &mut AsyncTool, n: usize) {
     let mut root = AsyncSteps::new();
     root.repeat(n, |s, _| {
-        s.await_future(YieldOnce(false));
+        s.await_future(YieldOnce::default());
         Ok(())
     });
     let p = root.promise::<()>(tool);
