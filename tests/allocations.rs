@@ -433,8 +433,14 @@ const BOUNDS: &[(&str, f64)] = &[
     // (it was 1 more before).
     ("sync granted to a queued flow", 0.02),
     // Was 1: the loop boxed every `deferred` callback; one of a word (the
-    // handle here) is now kept in place.
-    ("deferred timer completing a waiting step", 0.0),
+    // handle here) is now kept in place. What is left comes from real
+    // time, not from the operation: a timer whose millisecond the loop's
+    // wheel has not reached goes into that tick's slot, and a slot takes
+    // a kept vector or, when the clock crossed more milliseconds during
+    // the batch than ever before, a new one (0.001 in some runs: two
+    // vectors in a batch of 2,000 timers). Regression: the bound was 0,
+    // and this test failed in some runs.
+    ("deferred timer completing a waiting step", 0.002),
     ("sync on a free Mutex", 0.0),
     ("sync on a free Throttle", 0.0),
     // Was 0.004: when the step budget ran out with the sync step (about
