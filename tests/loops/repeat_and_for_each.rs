@@ -279,6 +279,14 @@ fn body_shown(root: &mut AsyncSteps, tool: &mut TestTool) -> String {
     tool.block_on(p).unwrap().0
 }
 
+/// Runs `root` (see `body_shown`) and asserts that its loop body ran at
+/// `level` of strand 0, outside any error handler.
+fn assert_body_at(root: &mut AsyncSteps, tool: &mut TestTool, level: usize) {
+    let shown = body_shown(root, tool);
+    let want = format!("strand: 0, level: {level}, in_error_handler: false }}");
+    assert!(shown.ends_with(&want), "{shown}");
+}
+
 /// Defect: a model's level-0 loop ran under a frame of its own model step
 /// (the step a model keeps so that it stays clonable, which adds the
 /// loop), one level deeper than the loop it stands for and 64 bytes more
@@ -292,11 +300,7 @@ fn a_model_loop_is_a_level_0_step_and_its_body_at_level_1() {
         show(s);
         Ok(())
     });
-    let shown = body_shown(&mut root, &mut tool);
-    assert!(
-        shown.ends_with("strand: 0, level: 1, in_error_handler: false }"),
-        "{shown}"
-    );
+    assert_body_at(&mut root, &mut tool, 1);
 
     // A loop a step adds is one level below that step.
     let mut root = AsyncSteps::new();
@@ -307,11 +311,7 @@ fn a_model_loop_is_a_level_0_step_and_its_body_at_level_1() {
         });
         Ok(())
     });
-    let shown = body_shown(&mut root, &mut tool);
-    assert!(
-        shown.ends_with("strand: 0, level: 2, in_error_handler: false }"),
-        "{shown}"
-    );
+    assert_body_at(&mut root, &mut tool, 2);
 
     // A cloned model's loop runs the same way.
     let mut model = AsyncSteps::new();
@@ -320,9 +320,5 @@ fn a_model_loop_is_a_level_0_step_and_its_body_at_level_1() {
         s.break_loop()
     });
     let mut copy = model.clone();
-    let shown = body_shown(&mut copy, &mut tool);
-    assert!(
-        shown.ends_with("strand: 0, level: 1, in_error_handler: false }"),
-        "{shown}"
-    );
+    assert_body_at(&mut copy, &mut tool, 1);
 }
