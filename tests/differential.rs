@@ -995,3 +995,71 @@ fn external_completion_while_sub_steps_run_is_refused() {
         ],
     );
 }
+
+/// A branch whose first step completes with nothing left ends at once:
+/// it does not yield first. Branch 2 ends before branch 5's step runs, so
+/// its parallel step and step 1 go on, and when step 3 fails, step 5 still
+/// waits for its queued loop and is cancelled (its callback 6 runs).
+/// (Defect, in the model: it queued such a branch once more before ending
+/// it, so step 5's loop ran first and no cancel was seen; found with
+/// `DIFF_SEED=3`.)
+#[test]
+fn a_branch_with_nothing_left_after_its_first_step_ends_at_once() {
+    let p = prog(vec![par(
+        vec![
+            branch(
+                step(
+                    1,
+                    vec![
+                        Op::Add(par(
+                            vec![branch(step(2, vec![], End::Implicit), None)],
+                            None,
+                        )),
+                        Op::Add(add(step(3, vec![], End::Error(Code::E1)))),
+                    ],
+                    End::Implicit,
+                ),
+                None,
+            ),
+            branch(
+                step(
+                    4,
+                    vec![Op::Add(par(
+                        vec![branch(
+                            step(
+                                5,
+                                vec![
+                                    Op::Cancel { id: 6 },
+                                    Op::Add(Node::Loop {
+                                        kind: program::LoopKind::Loop { max: 0 },
+                                        label: None,
+                                        body: step(7, vec![], End::Implicit),
+                                    }),
+                                ],
+                                End::Implicit,
+                            ),
+                            None,
+                        )],
+                        None,
+                    ))],
+                    End::Implicit,
+                ),
+                None,
+            ),
+        ],
+        None,
+    )]);
+    expect(
+        &p,
+        &[
+            "enter 1 [] @0",
+            "enter 4 [] @0",
+            "enter 2 [] @0",
+            "enter 5 [] @0",
+            "enter 3 [] @0",
+            "cancel 6",
+            "result error E1 @0",
+            "clock 0",
+        ],
+    );
+}

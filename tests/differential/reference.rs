@@ -643,7 +643,8 @@ impl<'p> Model<'p> {
     /// steps start all together" (spec 1): a new branch runs its first step
     /// (and handles its errors at once), and the first time it would go on
     /// to a next step it goes to the back of the ready queue instead, so
-    /// every branch has run its first step before any runs its second.
+    /// every branch has run its first step before any runs its second; a
+    /// branch with nothing left after its first step ends at once.
     /// When the step budget is spent, a next step waits at the back of the
     /// ready queue (so a branch that never waits cannot starve its
     /// siblings); an error is unwound at once, as the step that raised it
@@ -661,8 +662,12 @@ impl<'p> Model<'p> {
             let st = &mut self.strands[sid];
             if st.fresh && st.live && matches!(a, Act::Next(_)) {
                 st.fresh = false;
-                self.ready.push_back((sid, a));
-                return;
+                // Engine choice: a branch with nothing left (no level, no
+                // step) ends at once; its siblings were queued with it.
+                if !(st.frames.is_empty() && st.base.is_empty()) {
+                    self.ready.push_back((sid, a));
+                    return;
+                }
             }
             if self.budget == 0 && matches!(a, Act::Next(_)) {
                 self.ready.push_back((sid, a));
