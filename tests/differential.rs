@@ -9,9 +9,9 @@
 //! - `differential/reference.rs`: the reference interpreter;
 //! - `differential/engine.rs`: the same program on the engine.
 //!
-//! Environment: `DIFF_CASES` (default 1024) programs, `DIFF_SEED` (a number;
-//! default fixed, so a plain run is reproducible), `DIFF_DEPTH` (nesting,
-//! default 3).
+//! Environment: `DIFF_CASES` (default 1024) programs a seed, `DIFF_SEED` (a
+//! number: that seed alone; by default three fixed seeds, so a plain run is
+//! reproducible), `DIFF_DEPTH` (nesting, default 3).
 //!
 //! The named tests at the end are exact traces of the trickiest semantics,
 //! and the shrunk counterexamples of engine bugs the generator found
@@ -125,11 +125,26 @@ fn both(p: &Program) -> Option<(reference::Report, Outcome)> {
     Some((r, e))
 }
 
+/// The seeds a plain run checks: the fixed one, and two more that once
+/// found a difference (`DIFF_SEED` picks one seed instead).
+const SEEDS: [u64; 3] = [0x00F7_1200, 1, 3];
+
 #[test]
 fn engine_matches_reference_model() {
     let cases = env_u64("DIFF_CASES", 1024) as u32;
-    let seed = env_u64("DIFF_SEED", 0x00F7_1200);
     let depth = env_u64("DIFF_DEPTH", program::DEPTH.into()) as u32;
+    let seeds = match std::env::var("DIFF_SEED") {
+        Ok(_) => vec![env_u64("DIFF_SEED", 0)],
+        Err(_) => SEEDS.to_vec(),
+    };
+    for seed in seeds {
+        check_seed(seed, cases, depth);
+    }
+}
+
+/// Runs `cases` random programs of nesting `depth` from `seed` on both
+/// sides; panics with the shrunk program whose traces differ.
+fn check_seed(seed: u64, cases: u32, depth: u32) {
     let config = Config {
         cases,
         failure_persistence: None,
@@ -182,7 +197,7 @@ fn engine_matches_reference_model() {
         cov.join(", ")
     );
     if let Err(e) = res {
-        panic!("{e}");
+        panic!("seed {seed}: {e}");
     }
 }
 
