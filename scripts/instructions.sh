@@ -6,6 +6,14 @@
 # codegen units.
 #
 #   scripts/instructions.sh [case ...]   (default: every engine case)
+#   scripts/instructions.sh --peer [case ...]
+#
+# With --peer, each case is counted beside its tokio peer, the example's
+# `tokio-CASE` (examples/common/tokio_cases.rs), and printed as
+# `case: ours X, tokio Y instructions per operation, ours ÷ tokio Z` (below
+# 1 means fewer than tokio); the default is every case with a peer. The
+# tokio timer cases wait about 1 ms of real time an operation (tokio rounds
+# a zero delay up to its next millisecond tick): 2 minutes each.
 #
 # A case `bench:WORKLOAD` counts a workload of the benchmark harness
 # (examples/asyncsteps_bench, one loop) on both sides, ours and tokio: the
@@ -18,15 +26,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null 2>&1 || { echo "instructions.sh: valgrind is not installed" >&2; exit 2; }
 
+peer=0
+if [ "${1:-}" = --peer ]; then
+    peer=1
+    shift
+fi
 cases=("$@")
+if [ ${#cases[@]} -eq 0 ] && [ $peer = 1 ]; then
+    cases=(simple external external-thread future-wake timer timer-timeout sync-grant io)
+fi
 [ ${#cases[@]} -gt 0 ] || cases=(simple external repeat-add error await external-thread future-wake timer timer-timeout
     sync-grant io)
 cargo build --release --quiet --example instructions
 bin="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/instructions"
 
 count() {
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
-        sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+    local n
+    n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
+        sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
+    [ -n "$n" ] || { echo "instructions.sh: no count for case $1 (no such case?)" >&2; return 1; }
+    echo "$n"
 }
 
 harness="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/asyncsteps-bench"
@@ -60,5 +79,14 @@ for c in "${cases[@]}"; do
     fi
     two=$(count "$c" 2)
     four=$(count "$c" 4)
+    if [ $peer = 1 ]; then
+        ours=$(( (four - two) / 40000 ))
+        two=$(count "tokio-$c" 2)
+        four=$(count "tokio-$c" 4)
+        tokio=$(( (four - two) / 40000 ))
+        echo "$c: ours $ours, tokio $tokio instructions per operation," \
+            "ours ÷ tokio $(awk -v a="$ours" -v b="$tokio" 'BEGIN{printf "%.2f", a/b}')"
+        continue
+    fi
     echo "$c: $(( (four - two) / 40000 )) instructions per operation"
 done
