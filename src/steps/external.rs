@@ -9,29 +9,17 @@ use crate::steps::scheduler::{FlowKey, Scheduler};
 use crate::tool::Inbox;
 use slotmap::{Key, KeyData};
 use std::borrow::Cow;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// A [`WaitToken`] whose step still waits.
-const OPEN: u64 = 0;
+const OPEN: u8 = 0;
 /// A successful external completion (through a handle) won the wait.
-const BY_HANDLE: u64 = 1;
+const BY_HANDLE: u8 = 1;
 /// The engine ended the wait (or the step ended without it).
-const BY_ENGINE: u64 = 2;
+const BY_ENGINE: u8 = 2;
 /// A failing external completion won the wait.
-const BY_HANDLE_ERR: u64 = 3;
-/// The bits of a token's word that say who ended the wait.
-const STATE: u64 = 3;
-
-/// A token's word: the step's seq (high 32 bits), its strand (30 bits)
-/// and the state (low 2 bits), so the state and the address it applies
-/// to are read together and the token is three words (an allocation of
-/// 40 bytes with the `Arc`'s counts). A strand id needs at most 30 bits:
-/// a flow with 2^30 strands would hold 64 GiB of them first.
-fn word(strand: u32, seq: u32, state: u64) -> u64 {
-    debug_assert!(strand < 1 << 30, "strand id {strand} beyond 30 bits");
-    (u64::from(seq) << 32) | (u64::from(strand) << 2) | state
-}
+const BY_HANDLE_ERR: u8 = 3;
 
 /// Exactly-once arbiter between an external completion and the engine
 /// ending the step another way (timeout, cancel, error unwinding).
@@ -44,15 +32,14 @@ fn word(strand: u32, seq: u32, state: u64) -> u64 {
 /// `Weak` to a token is ever made, so a strong count of one is sole
 /// ownership (see [`release`](WaitToken::release)).
 pub(crate) struct WaitToken {
-    /// The waiting step's strand and seq, and the state ([`word`]):
     /// [`OPEN`], then who ended the wait and how: [`BY_HANDLE`],
-    /// [`BY_HANDLE_ERR`] or [`BY_ENGINE`]. The address changes only while
-    /// the loop owns the token alone (see `acquire`), so a compare-and-swap
-    /// of the state bits fails only when another party claimed it first.
-    word: AtomicU64,
+    /// [`BY_HANDLE_ERR`] or [`BY_ENGINE`].
+    state: AtomicU8,
     inbox: Arc<Inbox<Scheduler>>,
     /// The flow's key (`KeyData::as_ffi`).
     flow: AtomicU64,
+    strand: AtomicU32,
+    seq: AtomicU32,
 }
 
 impl WaitToken {
@@ -63,9 +50,11 @@ impl WaitToken {
         seq: u32,
     ) -> Arc<Self> {
         Arc::new(WaitToken {
-            word: AtomicU64::new(word(strand, seq, OPEN)),
+            state: AtomicU8::new(OPEN),
             inbox,
             flow: AtomicU64::new(flow.data().as_ffi()),
+            strand: AtomicU32::new(strand),
+            seq: AtomicU32::new(seq),
         })
     }
 
@@ -85,7 +74,9 @@ impl WaitToken {
                 debug_assert_eq!(Arc::strong_count(&t), 1, "a pooled token is shared");
                 debug_assert!(Arc::ptr_eq(&t.inbox, inbox), "a token of another loop");
                 t.flow.store(flow.data().as_ffi(), Ordering::Relaxed);
-                t.word.store(word(strand, seq, OPEN), Ordering::Relaxed);
+                t.strand.store(strand, Ordering::Relaxed);
+                t.seq.store(seq, Ordering::Relaxed);
+                t.state.store(OPEN, Ordering::Relaxed);
                 t
             }
             None => Self::new(inbox.clone(), flow, strand, seq),
@@ -111,52 +102,37 @@ impl WaitToken {
     /// Takes the right to end the step for the engine (timeout, cancel,
     /// unwinding, its own completion); true for the single winner.
     pub(crate) fn claim(&self) -> bool {
-        self.claim_as(BY_ENGINE).is_some()
-    }
-
-    /// Moves an open token to `to`; the word it was open with, for the
-    /// single winner.
-    #[inline]
-    fn claim_as(&self, to: u64) -> Option<u64> {
-        let w = self.word.load(Ordering::Relaxed);
-        if w & STATE != OPEN {
-            return None;
-        }
-        self.word
-            .compare_exchange(w, w | to, Ordering::AcqRel, Ordering::Acquire)
-            .ok()
+        self.state
+            .compare_exchange(OPEN, BY_ENGINE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// [`claim`](Self::claim) for an external completion, successful or
     /// not.
-    fn claim_by_handle(&self, ok: bool) -> Option<u64> {
-        self.claim_as(if ok { BY_HANDLE } else { BY_HANDLE_ERR })
+    fn claim_by_handle(&self, ok: bool) -> bool {
+        let to = if ok { BY_HANDLE } else { BY_HANDLE_ERR };
+        self.state
+            .compare_exchange(OPEN, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// The step has ended: later external calls are refused. (Only a wait
     /// nobody claimed is still open: the check keeps a read-modify-write
     /// off the usual path, and the exchange keeps who claimed it.)
     pub(crate) fn close(&self) {
-        let _ = self.claim_as(BY_ENGINE);
-    }
-
-    /// Who ended the wait ([`OPEN`] while nobody did).
-    fn state(&self) -> u64 {
-        self.word.load(Ordering::Acquire) & STATE
+        if self.state.load(Ordering::Relaxed) == OPEN {
+            let _ =
+                self.state
+                    .compare_exchange(OPEN, BY_ENGINE, Ordering::AcqRel, Ordering::Relaxed);
+        }
     }
 
     /// The waiting step this token completes: (flow, strand, seq).
-    #[cfg(test)]
     fn address(&self) -> (FlowKey, u32, u32) {
-        self.address_in(self.word.load(Ordering::Relaxed))
-    }
-
-    /// The address of the step, with its strand and seq from word `w`.
-    fn address_in(&self, w: u64) -> (FlowKey, u32, u32) {
         (
             KeyData::from_ffi(self.flow.load(Ordering::Relaxed)).into(),
-            ((w as u32) >> 2),
-            (w >> 32) as u32,
+            self.strand.load(Ordering::Relaxed),
+            self.seq.load(Ordering::Relaxed),
         )
     }
 }
@@ -194,10 +170,10 @@ impl ExternalHandle {
     }
 
     fn complete(&self, result: Result<Packed, Error>, what: &'static str) -> Result<(), Error> {
-        let Some(w) = self.token.claim_by_handle(result.is_ok()) else {
+        if !self.token.claim_by_handle(result.is_ok()) {
             return Err(Error::internal(what));
-        };
-        let (flow, strand, seq) = self.token.address_in(w);
+        }
+        let (flow, strand, seq) = self.token.address();
         self.token.inbox.send(
             FlowMsg::Complete {
                 flow,
@@ -263,12 +239,12 @@ impl ExternalHandle {
     /// accepted (whatever became of the step after: a root cancel processed
     /// first still ends it, but the completion was taken).
     pub(crate) fn succeeded_by_handle(&self) -> bool {
-        self.token.state() == BY_HANDLE
+        self.token.state.load(Ordering::Acquire) == BY_HANDLE
     }
 
     /// True while the step still waits and no completion has been sent.
     pub fn is_valid(&self) -> bool {
-        self.token.state() == OPEN
+        self.token.state.load(Ordering::Acquire) == OPEN
     }
 }
 
@@ -278,31 +254,6 @@ mod tests {
 
     fn key(n: u64) -> FlowKey {
         KeyData::from_ffi(n).into()
-    }
-
-    /// A token is three words: its allocation (with the `Arc`'s two
-    /// counts) is 40 bytes.
-    #[test]
-    fn a_token_is_three_words_and_keeps_its_address_beside_its_state() {
-        assert_eq!(
-            std::mem::size_of::<WaitToken>(),
-            3 * std::mem::size_of::<usize>()
-        );
-        let shared = Inbox::<Scheduler>::new();
-        let big = (1 << 30) - 1;
-        let t = WaitToken::acquire(&mut Vec::new(), &shared, key(9), big, u32::MAX);
-        assert_eq!(t.address(), (key(9), big, u32::MAX));
-        assert_eq!(
-            t.claim_by_handle(false).map(|w| t.address_in(w)),
-            Some((key(9), big, u32::MAX))
-        );
-        assert_eq!(t.state(), BY_HANDLE_ERR);
-        assert!(!t.claim(), "claimed once");
-        assert_eq!(
-            t.address(),
-            (key(9), big, u32::MAX),
-            "the claim keeps the address"
-        );
     }
 
     #[test]
