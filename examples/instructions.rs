@@ -3,7 +3,7 @@
 //! difference between two batch counts is what the batches cost (start-up
 //! and the first, warming batch cancel out). `scripts/instructions.sh`
 //! does that for every case and prints instructions per operation
-//! (`--peer CASE...`: beside the case's tokio peer, `tokio-CASE`).
+//! (`--peer CASE...`: beside the case's tokio peer).
 //!
 //! ```text
 //! cargo run --release --example instructions -- <case> <batches>
@@ -48,106 +48,46 @@
 //!   poll finds it and resumes the flow (the `Ready` result is kept in
 //!   place: no allocation).
 //!
-//! Their tokio peers, `tokio-<case>` (`examples/common/tokio_cases.rs`), on
-//! a `current_thread` runtime with its I/O and time drivers, built once like
-//! our loop. Where ours runs the loop until idle, the peer awaits a task
-//! spawned last (the local run queue is FIFO), unless said otherwise:
-//! - `tokio-simple`: `n` empty tasks spawned detached;
-//! - `tokio-external`: `n` tasks await a `oneshot::Receiver<i32>`; once all
-//!   are parked, the runtime thread sends on every sender;
-//! - `tokio-external-thread`: the same, the sends on another OS thread
-//!   joined before the runtime runs on (the last waiting task, sent to last,
-//!   ends the batch: those wakes go to the FIFO inject queue);
-//! - `tokio-future-wake`: one task awaits the same once-pending future `n`
-//!   times;
-//! - `tokio-timer`: one task awaits `sleep(Duration::ZERO)` `n` times; tokio
-//!   rounds the deadline up to the next millisecond tick, so each one
-//!   registers a timer and parks the thread until that tick (about 1 ms
-//!   of real time an operation);
-//! - `tokio-timer-timeout`: one task awaits `timeout(Duration::ZERO,
-//!   pending())` `n` times and recovers the `Elapsed` (the same timer);
-//! - `tokio-sync-grant`: a task holds a `tokio::sync::Mutex` while `n` tasks
-//!   queue in `lock().await`; its release and each guard's drop hand the
-//!   lock to the next waiter (the runtime thread awaits the holder, then
-//!   takes the lock last: it is fair);
-//! - `tokio-io`: one task reads the byte (`read` into a 2-byte buffer: the
-//!   short read clears the readiness), writes the next one from the other,
-//!   unregistered end of the pair and awaits `readable()`, `n` times.
+//! Their tokio peers are in `examples/instructions_tokio.rs`, a binary of
+//! their own, so the peers' code does not move how this one's functions
+//! fall into codegen units (it moved our counts by up to 4%).
 
 #[path = "common/engine_cases.rs"]
 mod engine_cases;
-#[path = "common/tokio_cases.rs"]
-mod tokio_cases;
 
 use futoin_asyncsteps::AsyncTool;
 
 /// Operations a batch.
 const N: usize = 20_000;
 
-/// A case of one side.
-enum Case {
-    /// Ours, on one warm loop.
-    Ours(fn(&mut AsyncTool, usize)),
-    /// Tokio's, on one warm `current_thread` runtime.
-    Tokio(fn(&tokio::runtime::Runtime, usize)),
-}
-
-/// The case named `name`, if there is one.
-fn case(name: &str) -> Option<Case> {
-    use Case::{Ours, Tokio};
-    Some(match name {
-        "simple" => Ours(engine_cases::simple),
-        "external" => Ours(engine_cases::external),
-        "repeat-add" => Ours(engine_cases::repeat_add),
-        "error" => Ours(engine_cases::error_recovered),
-        "await" => Ours(engine_cases::await_ready),
-        "external-thread" => Ours(engine_cases::external_thread),
-        "future-wake" => Ours(engine_cases::future_wake),
-        "timer" => Ours(engine_cases::timer),
-        "timer-timeout" => Ours(engine_cases::timer_timeout),
-        "sync-grant" => Ours(engine_cases::sync_grant),
-        #[cfg(unix)]
-        "io" => Ours(engine_cases::io_readable),
-        "tokio-simple" => Tokio(tokio_cases::simple),
-        "tokio-external" => Tokio(tokio_cases::external),
-        "tokio-external-thread" => Tokio(tokio_cases::external_thread),
-        "tokio-future-wake" => Tokio(tokio_cases::future_wake),
-        "tokio-timer" => Tokio(tokio_cases::timer),
-        "tokio-timer-timeout" => Tokio(tokio_cases::timer_timeout),
-        "tokio-sync-grant" => Tokio(tokio_cases::sync_grant),
-        #[cfg(unix)]
-        "tokio-io" => Tokio(tokio_cases::io_readable),
-        _ => return None,
-    })
-}
-
-/// Runs `<case> <batches>`: the loop (or runtime) is made once, and the
-/// first batch warms it.
+/// Runs `<case> <batches>` on one loop; the first batch warms it.
 fn main() {
     let mut args = std::env::args().skip(1);
-    let name = args.next().unwrap_or_default();
+    let case = args.next().unwrap_or_default();
     let batches: usize = args.next().and_then(|b| b.parse().ok()).unwrap_or(1);
-    let Some(run) = case(&name) else {
-        eprintln!(
-            "usage: instructions <simple|external|repeat-add|error|await|external-thread|\
-             future-wake|timer|timer-timeout|sync-grant|io> <batches>\n       \
-             instructions tokio-<simple|external|external-thread|future-wake|timer|\
-             timer-timeout|sync-grant|io> <batches>"
-        );
-        std::process::exit(2);
+    let run: fn(&mut AsyncTool, usize) = match case.as_str() {
+        "simple" => engine_cases::simple,
+        "external" => engine_cases::external,
+        "repeat-add" => engine_cases::repeat_add,
+        "error" => engine_cases::error_recovered,
+        "await" => engine_cases::await_ready,
+        "external-thread" => engine_cases::external_thread,
+        "future-wake" => engine_cases::future_wake,
+        "timer" => engine_cases::timer,
+        "timer-timeout" => engine_cases::timer_timeout,
+        "sync-grant" => engine_cases::sync_grant,
+        #[cfg(unix)]
+        "io" => engine_cases::io_readable,
+        _ => {
+            eprintln!(
+                "usage: instructions <simple|external|repeat-add|error|await|external-thread|\
+                 future-wake|timer|timer-timeout|sync-grant|io> <batches>"
+            );
+            std::process::exit(2);
+        }
     };
-    match run {
-        Case::Ours(run) => {
-            let mut tool = AsyncTool::new().expect("loop");
-            for _ in 0..batches {
-                run(&mut tool, N);
-            }
-        }
-        Case::Tokio(run) => {
-            let rt = tokio_cases::runtime();
-            for _ in 0..batches {
-                run(&rt, N);
-            }
-        }
+    let mut tool = AsyncTool::new().expect("loop");
+    for _ in 0..batches {
+        run(&mut tool, N);
     }
 }

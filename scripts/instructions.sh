@@ -8,8 +8,8 @@
 #   scripts/instructions.sh [case ...]   (default: every engine case)
 #   scripts/instructions.sh --peer [case ...]
 #
-# With --peer, each case is counted beside its tokio peer, the example's
-# `tokio-CASE` (examples/common/tokio_cases.rs), and printed as
+# With --peer, each case is counted beside its tokio peer (the example
+# `instructions_tokio`, examples/common/tokio_cases.rs), and printed as
 # `case: ours X, tokio Y instructions per operation, ours ÷ tokio Z` (below
 # 1 means fewer than tokio); the default is every case with a peer. The
 # tokio timer cases wait about 1 ms of real time an operation (tokio rounds
@@ -39,10 +39,15 @@ fi
     sync-grant io)
 cargo build --release --quiet --example instructions
 bin="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/instructions"
+peer_bin="${CARGO_TARGET_DIR:-$PWD/target}/release/examples/instructions_tokio"
+if [ $peer = 1 ]; then
+    cargo build --release --quiet --example instructions_tokio
+fi
 
+# count CASE BATCHES [BINARY]: instructions of BATCHES batches of CASE.
 count() {
     local n
-    n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 |
+    n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "${3:-$bin}" "$1" "$2" 2>&1 |
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
     [ -n "$n" ] || { echo "instructions.sh: no count for case $1 (no such case?)" >&2; return 1; }
     echo "$n"
@@ -81,8 +86,8 @@ for c in "${cases[@]}"; do
     four=$(count "$c" 4)
     if [ $peer = 1 ]; then
         ours=$(( (four - two) / 40000 ))
-        two=$(count "tokio-$c" 2)
-        four=$(count "tokio-$c" 4)
+        two=$(count "$c" 2 "$peer_bin")
+        four=$(count "$c" 4 "$peer_bin")
         tokio=$(( (four - two) / 40000 ))
         echo "$c: ours $ours, tokio $tokio instructions per operation," \
             "ours ÷ tokio $(awk -v a="$ours" -v b="$tokio" 'BEGIN{printf "%.2f", a/b}')"
