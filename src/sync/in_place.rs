@@ -235,8 +235,8 @@ impl Step<'_> {
     /// Whether this step (a fresh `sync` step) may run its section in
     /// place for object `id`: not in a parallel branch that has yet to let
     /// its siblings start, not when the flow's step budget ends with this
-    /// step, and not when the strand already holds `id` (re-entrance
-    /// passes through on the general path).
+    /// step, and not when the strand already holds `id` (a re-entry takes
+    /// the general path: through a Mutex, one more entry of a Throttle).
     fn may_run_in_place(&mut self, id: usize) -> bool {
         if !self.may_merge_section() {
             return false;

@@ -296,6 +296,12 @@ impl crate::steps::model::AsyncSteps {
 /// [`Hold`] gives back through ([`Guard`]: an admitted flow leaves, a
 /// queued one gives its place up), and what `enter` needs of it.
 pub(crate) trait HoldCore: Guard {
+    /// Whether a flow already inside that enters again takes a slot like
+    /// any entry (Throttle: spec 1.11.2 and 2.4 limit entries per period,
+    /// nested ones too); else it passes straight through (Mutex
+    /// reentrance).
+    const COUNTS_REENTRY: bool = false;
+
     /// The object's kind, for error messages.
     fn what(&self) -> &'static str;
     /// The gate of this object.
@@ -370,8 +376,8 @@ fn resume(h: ExternalHandle) {
     let _ = h.success(());
 }
 
-/// The shared body of Mutex and Throttle `sync`: reentrance, fast path,
-/// deadlock check, then a wait step that queues.
+/// The shared body of Mutex and Throttle `sync`: Mutex reentrance, fast
+/// path, deadlock check, then a wait step that queues.
 ///
 /// `deadlock_check`: whether a flow whose ancestors hold every slot must
 /// be refused (Mutex) rather than queued (Throttle frees slots by time).
@@ -394,8 +400,9 @@ fn enter<C: HoldCore>(
         )));
     }
     let (own, ancestors) = s.sync_holds(id);
-    if own {
-        // Re-entering what this flow (strand) already holds: pass through.
+    if own && !C::COUNTS_REENTRY {
+        // Re-entering a Mutex this flow (strand) already holds: pass
+        // through. (A Throttle's re-entry is one more entry: it goes on.)
         section.add_to(s, args);
         return Ok(());
     }

@@ -26,8 +26,10 @@ use std::time::Duration;
 /// a loop where a flow queued (the latest one whose loop still runs; that
 /// loop must keep being driven, as every loop with flows on it must).
 /// Unlike a [`Mutex`](super::Mutex), leaving the section frees
-/// nothing: only time does. A flow that re-enters a throttle it is already
-/// inside passes straight through.
+/// nothing: only time does. Every entry counts, nested ones too (spec
+/// 1.11.2 and 2.4): a flow inside that enters the same throttle again takes
+/// another of the period's `max` entries, or waits for a later period like
+/// any other flow.
 ///
 /// ```
 /// use futoin_asyncsteps::{sync::Throttle, AsyncSteps, TestTool};
@@ -73,6 +75,8 @@ pub(crate) struct ThrottleCore {
 }
 
 impl HoldCore for ThrottleCore {
+    const COUNTS_REENTRY: bool = true;
+
     fn what(&self) -> &'static str {
         "Throttle"
     }

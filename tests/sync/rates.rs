@@ -152,3 +152,95 @@ fn zero_limiter_options_are_named_as_limiter_options() {
         assert_internal(&run::<()>(root).unwrap_err(), info);
     }
 }
+
+/// Flow A enters `obj`, enters it again from its section and a third time
+/// from there; flow B enters once. Each section logs `counts(obj)`.
+fn nested_entries<S: futoin_asyncsteps::sync::ISync + Clone + Send + 'static>(
+    tool: &mut TestTool,
+    obj: &S,
+    counts: fn(&S) -> String,
+) -> (Log, Vec<Promise<()>>) {
+    let l = log();
+    let mut a = AsyncSteps::new();
+    let (o1, l1) = (obj.clone(), l.clone());
+    a.sync(obj, move |s, ()| {
+        push(&l1, format!("A in {}", counts(&o1)));
+        let (o2, l2) = (o1.clone(), l1.clone());
+        s.sync(&o1, move |s, ()| {
+            push(&l2, format!("A again {}", counts(&o2)));
+            let (o3, l3) = (o2.clone(), l2.clone());
+            s.sync(&o2, move |_, ()| {
+                push(&l3, format!("A third {}", counts(&o3)));
+                Ok(())
+            });
+            Ok(())
+        });
+        Ok(())
+    });
+    let mut b = AsyncSteps::new();
+    let (o1, l1) = (obj.clone(), l.clone());
+    b.sync(obj, move |_, ()| {
+        push(&l1, format!("B in {}", counts(&o1)));
+        Ok(())
+    });
+    let ps = vec![a.promise::<()>(tool), b.promise::<()>(tool)];
+    (l, ps)
+}
+
+/// A Throttle counts every entry (spec 1.11.2 and 2.4), a flow's re-entry
+/// too. (Defect: a flow already inside passed straight through without
+/// using an entry, so nested protected calls were not limited at all.)
+#[test]
+fn throttle_counts_a_flow_entering_again_as_another_entry() {
+    let mut tool = TestTool::new();
+    let t = Throttle::new(2, ms(100), None);
+    let (l, ps) = nested_entries(&mut tool, &t, |t| format!("{:?}", t.counts()));
+    tool.run_all_ready();
+    // A's two entries use the period: its third and B's wait, in order.
+    assert_eq!(entries(&l), ["A in (1, 0)", "A again (2, 0)"]);
+    assert_eq!(t.counts(), (2, 2));
+    tool.advance(ms(100));
+    assert_eq!(
+        entries(&l)[2..],
+        ["A third (2, 0)", "B in (2, 0)"],
+        "the next period lets both in"
+    );
+    run_all_ok(&mut tool, ps);
+}
+
+/// A Limiter's rate counts every entry too; its concurrency part keeps a
+/// Mutex's reentrance (a flow inside enters again without a second slot).
+#[test]
+fn limiter_rate_counts_a_flow_entering_again() {
+    let mut tool = TestTool::new();
+    let l = Limiter::new(LimiterOptions {
+        concurrent: 1,
+        max_queue: 8,
+        rate: 3,
+        period: ms(100),
+        burst: 8,
+    });
+    let (log, ps) = nested_entries(&mut tool, &l, |l| {
+        let c = l.counts();
+        format!("inside {} entered {}", c.inside, c.entered)
+    });
+    tool.run_all_ready();
+    // One slot inside for all of A's entries, three of the rate.
+    assert_eq!(
+        entries(&log),
+        [
+            "A in inside 1 entered 1",
+            "A again inside 1 entered 2",
+            "A third inside 1 entered 3"
+        ]
+    );
+    // B got the slot A left, and waits for the rate.
+    let c = l.counts();
+    assert_eq!(
+        (c.inside, c.waiting, c.entered, c.waiting_rate),
+        (1, 0, 3, 1)
+    );
+    tool.advance(ms(100));
+    assert_eq!(entries(&log)[3..], ["B in inside 1 entered 1"]);
+    run_all_ok(&mut tool, ps);
+}

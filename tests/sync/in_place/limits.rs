@@ -93,10 +93,12 @@ fn a_limiter_out_of_rate_matches_the_general_path() {
     );
 }
 
-/// On a Limiter out of rate (one per second, used up by a first flow):
-/// re-entering it from its section passes through at once, and a section
-/// that fails names the Limiter's own section between the step and
-/// itself on `async_stack`, whether the Throttle let it in at once or not.
+/// On a Limiter of one entry a second: re-entering it from its section
+/// is one more entry of the rate (its Mutex passes the flow through), so
+/// the flow waits for the next period holding its Mutex slot; and a
+/// section that fails names the Limiter's own section between the step
+/// and itself on `async_stack`, whether the Throttle let it in at once or
+/// not.
 fn reentry_and_stack<S: Obj>(o: S) -> Vec<String> {
     let mut tool = TestTool::new();
     let r = Log::default();
@@ -125,7 +127,7 @@ fn reentry_and_stack<S: Obj>(o: S) -> Vec<String> {
         );
         ps.push(root.promise::<()>(&mut tool));
     }
-    second_by_second(&mut tool, &r, ps, 3)
+    second_by_second(&mut tool, &r, ps, 4)
 }
 
 #[test]
@@ -138,13 +140,14 @@ fn a_limiter_out_of_rate_is_reentered_and_named_as_on_the_general_path() {
         [
             "at 0 s",
             "flow 0 in",
+            "at 1 s",
             "flow 0 re-entered",
             "flow 0: Z",
-            "at 1 s",
+            "at 2 s",
             "flow 1 in",
+            "at 3 s",
             "flow 1 re-entered",
             "flow 1: Z",
-            "at 2 s",
         ]
     );
     // Root step, sync step, the Limiter's section, the section; then the
@@ -158,7 +161,7 @@ fn a_limiter_out_of_rate_is_reentered_and_named_as_on_the_general_path() {
     };
     let shape = [false, false, true, false, false, true, false];
     assert_eq!(
-        (names(&log[3]), names(&log[7])),
+        (names(&log[4]), names(&log[9])),
         (shape.to_vec(), shape.to_vec()),
         "{log:#?}"
     );
