@@ -160,6 +160,10 @@ pub(crate) struct Counters {
     pub timers: AtomicUsize,
     pub started: AtomicU64,
     pub stolen: AtomicU64,
+    /// Sync handovers by the loop's thread: (to its own waiters, to
+    /// another loop's), from `sync::handovers`.
+    pub handovers_local: AtomicU64,
+    pub handovers_crossed: AtomicU64,
 }
 
 /// What the runtime knows about one loop.
@@ -632,6 +636,10 @@ fn publish(c: &Counters, tool: Option<&AsyncTool>) {
     c.flows.store(st.flows, Ordering::Relaxed);
     if tool.is_some() {
         c.steps.store(st.steps, Ordering::Relaxed);
+        // On the loop's own thread: its handovers.
+        let (local, crossed) = crate::sync::handovers();
+        c.handovers_local.store(local, Ordering::Relaxed);
+        c.handovers_crossed.store(crossed, Ordering::Relaxed);
     }
     c.timers.store(st.timers, Ordering::Relaxed);
 }

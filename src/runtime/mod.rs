@@ -98,6 +98,13 @@ pub struct LoopStats {
     /// may be taken again by another loop (counted there too), so this can
     /// exceed `started` and the loops' sum can exceed the flows stolen.
     pub stolen: u64,
+    /// Slots of sync objects (`Mutex`, `Throttle`, `Limiter`) this loop
+    /// handed to waiters queued on this same loop: the waiter goes on in
+    /// this loop's next turn.
+    pub handovers_local: u64,
+    /// Slots this loop handed to waiters queued on another loop: each one
+    /// resumes its waiter through that loop's inbox, a cross-thread hop.
+    pub handovers_crossed: u64,
 }
 
 impl Runtime {
@@ -405,6 +412,8 @@ impl RuntimeHandle {
                     inbox: l.inbox.remote_depth(),
                     started: c.started.load(Ordering::Relaxed),
                     stolen: c.stolen.load(Ordering::Relaxed),
+                    handovers_local: c.handovers_local.load(Ordering::Relaxed),
+                    handovers_crossed: c.handovers_crossed.load(Ordering::Relaxed),
                 }
             })
             .collect()

@@ -235,6 +235,11 @@ impl ExternalHandle {
         )
     }
 
+    /// True when the waiting step's loop runs on the calling thread.
+    pub(crate) fn is_local(&self) -> bool {
+        self.token.inbox.is_same_thread()
+    }
+
     /// True once a successful completion through a handle of the step was
     /// accepted (whatever became of the step after: a root cancel processed
     /// first still ends it, but the completion was taken).

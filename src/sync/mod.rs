@@ -371,9 +371,33 @@ fn id_of<C>(core: &Arc<C>) -> usize {
 
 /// Resumes a granted waiter on its own loop. A waiter whose step ended in
 /// the meantime refuses the handle; its `Hold` then sees the grant on drop
-/// and gives the slot back, so nothing is lost.
+/// and gives the slot back, so nothing is lost. Counted as a handover of
+/// this thread (see [`handovers`]).
 fn resume(h: ExternalHandle) {
+    let i = usize::from(!h.is_local());
+    let _ = HANDOVERS.try_with(|c| {
+        let mut n = c.get();
+        n[i] += 1;
+        c.set(n);
+    });
     let _ = h.success(());
+}
+
+thread_local! {
+    /// Slots handed to waiters by this thread: to a waiter on this
+    /// thread's loop, and to one on another thread's.
+    static HANDOVERS: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
+}
+
+/// Slots of sync objects (`Mutex`, `Throttle`, `Limiter`) this thread has
+/// handed to queued waiters so far: (to a waiter on this thread's own
+/// loop, to one on another loop). A runtime's loop publishes them in its
+/// `LoopStats`: a handover that crosses loops resumes its waiter through
+/// the other loop's inbox.
+pub(crate) fn handovers() -> (u64, u64) {
+    HANDOVERS
+        .try_with(|c| c.get())
+        .map_or((0, 0), |n| (n[0], n[1]))
 }
 
 /// The shared body of Mutex and Throttle `sync`: Mutex reentrance, fast

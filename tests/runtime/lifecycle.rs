@@ -3,7 +3,7 @@
 //! shutdown and drop of the runtime (flows cancelled on their loops or
 //! answered, everything they held dropped), a panic on one loop, waiting
 //! on a loop thread refused, cancel before and after start, and
-//! statistics per loop.
+//! statistics per loop (sync handovers on the loop and across loops too).
 
 use crate::common::*;
 use crate::{blocker, rt, sync_loops, waiter};
@@ -320,6 +320,64 @@ fn stats_count_flows_steps_and_timers_per_loop() {
     assert!(st.steps >= 1);
     h.success(()).unwrap();
     p.wait().unwrap();
+}
+
+/// A flow on `loop_` holding `m` until the handle it sends out is
+/// completed.
+fn holder(
+    rt: &futoin_asyncsteps::runtime::Runtime,
+    loop_: usize,
+    m: &futoin_asyncsteps::sync::Mutex,
+) -> (ExternalHandle, futoin_asyncsteps::Promise<()>) {
+    let (tx, rx) = mpsc::channel();
+    let mut root = AsyncSteps::new();
+    root.sync(m, move |s, ()| {
+        tx.send(s.wait_external()).unwrap();
+        Ok(())
+    });
+    let p = rt.loop_handle(loop_).unwrap().promise::<()>(root);
+    (rx.recv().unwrap(), p)
+}
+
+/// A flow on `loop_` that syncs on `m`; returns once it has queued: a
+/// flow started on the same loop after it runs once its first turn (the
+/// sync step and the step that queues) is over.
+fn queued(
+    rt: &futoin_asyncsteps::runtime::Runtime,
+    loop_: usize,
+    m: &futoin_asyncsteps::sync::Mutex,
+) -> futoin_asyncsteps::Promise<()> {
+    let mut root = AsyncSteps::new();
+    root.sync(m, |_, ()| Ok(()));
+    let h = rt.loop_handle(loop_).unwrap();
+    let p = h.promise::<()>(root);
+    let mut after = AsyncSteps::new();
+    after.add(|_, ()| Ok(()));
+    h.promise::<()>(after).wait().unwrap();
+    p
+}
+
+#[test]
+fn stats_count_sync_handovers_on_the_loop_and_across_loops() {
+    let rt = rt(2);
+    let m = futoin_asyncsteps::sync::Mutex::new(1, None);
+    // Held on loop 1, a waiter on loop 0: the release crosses loops.
+    let (h, held) = holder(&rt, 1, &m);
+    let waiting = queued(&rt, 0, &m);
+    assert_eq!(m.counts(), (1, 1));
+    h.success(()).unwrap();
+    held.wait().unwrap();
+    waiting.wait().unwrap();
+    // Held on loop 0, a waiter on loop 0: the release stays on the loop.
+    let (h, held) = holder(&rt, 0, &m);
+    let waiting = queued(&rt, 0, &m);
+    h.success(()).unwrap();
+    held.wait().unwrap();
+    waiting.wait().unwrap();
+    sync_loops(&rt);
+    let st = rt.stats();
+    let counts = |i: usize| (st[i].handovers_local, st[i].handovers_crossed);
+    assert_eq!((counts(0), counts(1)), ((1, 0), (0, 1)), "{st:?}");
 }
 
 #[test]
