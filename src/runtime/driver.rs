@@ -33,6 +33,15 @@ const START_BATCH: usize = 256;
 /// (they start on the next turn; waking a peer would cost more).
 const LOCAL_BACKLOG: usize = 32;
 
+/// A flow spawned on a loop thread starts on that loop (its partner flows
+/// and the flows it completes stay on one thread) unless that loop has
+/// more than this many flows, running or waiting to start, beyond the
+/// least busy live loop of the runtime; then it goes to that loop's queue,
+/// as a flow spawned from outside would (an idle peer may still steal it).
+/// 64 flows of slack keep a connection's flows on the accept loop while
+/// the loops are about even, and spread them once one loop runs ahead.
+pub(crate) const LOCALITY_SLACK: usize = 64;
+
 /// A root flow spawned on the runtime and not started yet.
 ///
 /// Dropping one that never started (shutdown, a loop gone) answers its
@@ -243,18 +252,28 @@ impl Core {
         // `Some((i, backlog))`: pushed on loop `i`'s own worker, which now
         // holds more than `LOCAL_BACKLOG` jobs when `backlog`.
         let ours = thread_runtime() == Some(self.id);
+        // Set when this loop is too far ahead (`LOCALITY_SLACK`): the
+        // least busy loop.
+        let mut elsewhere = None;
         let local = CURRENT
             .try_with(|c| {
                 let c = c.try_borrow().ok()?;
                 let cur = c.as_ref().filter(|_| ours)?;
+                let (least, load) = self.least_busy(cur.idx);
+                // (This loop's own worker counts through its stealer.)
+                if self.load(cur.idx) > load.saturating_add(LOCALITY_SLACK) {
+                    elsewhere = Some(least);
+                    return None;
+                }
                 cur.worker.push(job.take()?);
                 Some((cur.idx, cur.worker.len() > LOCAL_BACKLOG))
             })
             .ok()
             .flatten();
-        // Not on a loop thread of this runtime: pushed on loop `i`'s queue.
+        // Not on a loop thread of this runtime (or too busy a one): pushed
+        // on loop `i`'s queue.
         let placed = job.map(|job| {
-            let i = self.place();
+            let i = elsewhere.unwrap_or_else(|| self.place());
             self.loops[i].queue.push(job);
             i
         });
@@ -287,22 +306,37 @@ impl Core {
         }
         let n = self.loops.len();
         let start = self.next_loop.fetch_add(1, Ordering::Relaxed) % n;
-        let load = |i: usize| {
-            let l = &self.loops[i];
-            // The queues first: a job taken from `placed` was counted in
-            // `flows` before it left (see `start_jobs`).
-            let queued = l.placed.len() + l.queue.len() + l.stealer.len();
-            queued + l.counters.flows.load(Ordering::Relaxed)
-        };
         let i = (0..n)
             .map(|k| (start + k) % n)
             .filter(|&i| !self.loops[i].dead.load(Ordering::Relaxed))
-            .min_by_key(|&i| load(i))
+            .min_by_key(|&i| self.load(i))
             .unwrap_or(start);
         self.loops[i].placed.push(job);
         if !self.closed_after_push(Some(i)) {
             self.loops[i].inbox.wake_if_sleeping();
         }
+    }
+
+    /// Loop `i`'s flows, running or waiting to start in its queues (its
+    /// own worker seen from outside, through its stealer).
+    fn load(&self, i: usize) -> usize {
+        let l = &self.loops[i];
+        // The queues first: a job taken from `placed` was counted in
+        // `flows` before it left (see `start_jobs`).
+        let queued = l.placed.len() + l.queue.len() + l.stealer.len();
+        queued + l.counters.flows.load(Ordering::Relaxed)
+    }
+
+    /// The least busy live loop other than `me` (ties: the first after it)
+    /// and its load; `(me, usize::MAX)` when there is none.
+    fn least_busy(&self, me: usize) -> (usize, usize) {
+        let n = self.loops.len();
+        (1..n)
+            .map(|k| (me + k) % n)
+            .filter(|&i| !self.loops[i].dead.load(Ordering::Relaxed))
+            .map(|i| (i, self.load(i)))
+            .min_by_key(|&(_, l)| l)
+            .unwrap_or((me, usize::MAX))
     }
 
     /// After a job was pushed (on loop `on`'s `queue` or `placed`, or on

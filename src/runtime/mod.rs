@@ -8,7 +8,10 @@
 //! inbox and never blocks.
 //!
 //! Placement: a flow spawned on a loop thread (say, from inside a step)
-//! goes to that loop's own queue; flows spawned from any other thread are
+//! goes to that loop's own queue, so flows that work together stay on one
+//! thread, unless that loop has more than 64 flows (running or waiting to
+//! start) beyond the least busy loop: then it goes to that loop's queue.
+//! Flows spawned from any other thread are
 //! dealt to the loops in turn (a parked loop first, which is then woken).
 //! A loop with nothing to do steals flows that were spawned but have not
 //! started yet from its peers; a started flow is never moved. Flows placed

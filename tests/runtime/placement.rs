@@ -1,6 +1,6 @@
 //! Where flows run: the builder's loop counts, flows spawned from outside
 //! (spread round robin) and from a loop (started there unless a peer
-//! steals them), every callback of a flow on its one loop, balanced spawns
+//! steals them, or the loop is far busier than a peer), every callback of a flow on its one loop, balanced spawns
 //! that are never stolen, and a thread with its own loop waiting for a
 //! runtime flow.
 
@@ -165,6 +165,59 @@ fn flows_spawned_on_a_loop_start_there_unless_a_peer_stole_them() {
     // Whatever did not start on the parent's loop was stolen by the peer.
     assert_eq!(N as u64 - same as u64, st[other].stolen);
     assert_eq!(st[0].started + st[1].started, 1 + N as u64);
+}
+
+/// A loop more than `LOCALITY_SLACK` (64) flows busier than its peer
+/// sends a flow spawned on it to the peer's queue, where the peer starts
+/// it (not a steal); below that, a spawned flow stays on its loop (the
+/// test above).
+#[test]
+fn a_flow_spawned_on_a_much_busier_loop_goes_to_the_least_busy_one() {
+    let rt = rt(2);
+    let h = rt.handle();
+    // 100 flows waiting on loop 0.
+    let (tx, rx) = mpsc::channel();
+    let mut waiting = Vec::new();
+    for _ in 0..100 {
+        let mut root = AsyncSteps::new();
+        let tx = tx.clone();
+        root.add(move |s, ()| {
+            tx.send(s.wait_external()).unwrap();
+            Ok(())
+        });
+        waiting.push(rt.loop_handle(0).unwrap().promise::<()>(root));
+    }
+    let handles: Vec<_> = (0..100).map(|_| rx.recv().unwrap()).collect();
+    sync_loop(&rt, 0);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        let (tx, rx) = mpsc::channel();
+        let mut child = AsyncSteps::new();
+        let h2 = h.clone();
+        child.add(move |_, ()| {
+            tx.send(h2.current_loop().unwrap()).unwrap();
+            Ok(())
+        });
+        h.execute(child);
+        // Block this loop until the child ran: only loop 1 can run it. (On
+        // this loop's own worker it would wait for good: loop 1 is not
+        // woken for one flow; the bound turns that into a failure.)
+        let ran = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the child ran");
+        s.success((ran as u32,))
+    });
+    let (ran,): (u32,) = rt.loop_handle(0).unwrap().promise(root).wait().unwrap();
+    assert_eq!(ran, 1);
+    sync_loops(&rt);
+    let st = rt.stats();
+    assert_eq!((st[1].started, st[1].stolen), (1, 0), "{st:?}");
+    for h in handles {
+        h.success(()).unwrap();
+    }
+    for p in waiting {
+        p.wait().unwrap();
+    }
 }
 
 #[test]
