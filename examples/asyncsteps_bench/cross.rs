@@ -3,7 +3,8 @@
 
 use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
 use crate::xloop::{
-    ours_contended, ours_ping, ours_xthread, tokio_contended, tokio_xthread, Latch,
+    ours_contended, ours_ping, ours_ping_placed, ours_xthread, tokio_contended, tokio_xthread,
+    Latch,
 };
 use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
 use std::hint::black_box;
@@ -35,32 +36,132 @@ pub fn xthread() -> Make {
 
 // -------------------------------------------------------------- ping-pong
 
+/// Player B of the tokio ping-pongs: returns every counter until A's
+/// sender closes.
+async fn tokio_player_b(
+    mut rx_ab: tokio::sync::mpsc::Receiver<usize>,
+    tx_ba: tokio::sync::mpsc::Sender<usize>,
+) {
+    while let Some(v) = rx_ab.recv().await {
+        tx_ba.send(v).await.expect("A listens");
+    }
+}
+
+/// Player A of the tokio ping-pongs: `rounds` round trips, timed.
+async fn tokio_player_a(
+    tx_ab: tokio::sync::mpsc::Sender<usize>,
+    mut rx_ba: tokio::sync::mpsc::Receiver<usize>,
+    rounds: usize,
+) -> Duration {
+    let t = Instant::now();
+    for i in 0..rounds {
+        tx_ab.send(i).await.expect("B listens");
+        black_box(rx_ba.recv().await.expect("B answers"));
+    }
+    t.elapsed()
+}
+
 /// Two tasks on the `multi_thread` runtime passing a counter over two
-/// `mpsc` channels of capacity 1.
+/// `mpsc` channels of capacity 1, both spawned from outside (tokio places
+/// them, and usually runs both on one worker).
 fn tokio_ping(rt: &tokio::runtime::Runtime, rounds: usize) -> Duration {
     rt.block_on(async move {
-        let (tx_ab, mut rx_ab) = tokio::sync::mpsc::channel::<usize>(1);
-        let (tx_ba, mut rx_ba) = tokio::sync::mpsc::channel::<usize>(1);
-        let b = tokio::spawn(async move {
-            while let Some(v) = rx_ab.recv().await {
-                tx_ba.send(v).await.expect("A listens");
-            }
-        });
-        let a = tokio::spawn(async move {
-            let t = Instant::now();
-            for i in 0..rounds {
-                tx_ab.send(i).await.expect("B listens");
-                black_box(rx_ba.recv().await.expect("B answers"));
-            }
-            t.elapsed()
-        });
+        let (tx_ab, rx_ab) = tokio::sync::mpsc::channel::<usize>(1);
+        let (tx_ba, rx_ba) = tokio::sync::mpsc::channel::<usize>(1);
+        let b = tokio::spawn(tokio_player_b(rx_ab, tx_ba));
+        let a = tokio::spawn(tokio_player_a(tx_ab, rx_ba, rounds));
         let el = a.await.expect("A");
         b.await.expect("B");
         el
     })
 }
 
-pub fn ping_pong() -> Make {
+/// The same two tasks on the `multi_thread` runtime, B spawned by A (tokio
+/// puts it on A's worker, which may lose it to an idle worker's steal).
+fn tokio_ping_placed(rt: &tokio::runtime::Runtime, rounds: usize) -> Duration {
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let (tx_ab, rx_ab) = tokio::sync::mpsc::channel::<usize>(1);
+            let (tx_ba, rx_ba) = tokio::sync::mpsc::channel::<usize>(1);
+            let b = tokio::spawn(tokio_player_b(rx_ab, tx_ba));
+            let el = tokio_player_a(tx_ab, rx_ba, rounds).await;
+            b.await.expect("B");
+            el
+        })
+        .await
+        .expect("A")
+    })
+}
+
+/// One `current_thread` runtime per thread of the pinned ping-pong.
+pub struct PinnedTokio {
+    rts: Vec<tokio::runtime::Runtime>,
+    pin: bool,
+}
+
+impl PinnedTokio {
+    /// `loops` runtimes (at most two are used); their threads go to cores
+    /// 0 and 1 when `pin`, as our loops do.
+    fn new(loops: usize, pin: bool) -> Self {
+        let rts = (0..loops.clamp(1, 2))
+            .map(|_| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime")
+            })
+            .collect();
+        PinnedTokio { rts, pin }
+    }
+}
+
+/// Pins the calling thread to core `i` when asked to (and the core
+/// exists).
+fn pin_to(i: usize, pin: bool) {
+    if pin {
+        if let Some(c) = core_affinity::get_core_ids().and_then(|ids| ids.get(i).copied()) {
+            core_affinity::set_for_current(c);
+        }
+    }
+}
+
+/// A and B each on a `current_thread` runtime of its own thread (both on
+/// one when there is one): tokio's side of our two loops, one flow each.
+fn tokio_ping_pinned(p: &PinnedTokio, rounds: usize) -> Duration {
+    let (tx_ab, rx_ab) = tokio::sync::mpsc::channel::<usize>(1);
+    let (tx_ba, rx_ba) = tokio::sync::mpsc::channel::<usize>(1);
+    // Each player is a task of its runtime (as with `multi_thread`), which
+    // the runtime's thread awaits.
+    match &p.rts[..] {
+        [rt] => rt.block_on(async move {
+            let b = tokio::spawn(tokio_player_b(rx_ab, tx_ba));
+            let el = tokio::spawn(tokio_player_a(tx_ab, rx_ba, rounds))
+                .await
+                .expect("A");
+            b.await.expect("B");
+            el
+        }),
+        [ra, rb, ..] => std::thread::scope(|sc| {
+            sc.spawn(|| {
+                pin_to(1, p.pin);
+                rb.block_on(rb.spawn(tokio_player_b(rx_ab, tx_ba)))
+                    .expect("B");
+            });
+            sc.spawn(|| {
+                pin_to(0, p.pin);
+                ra.block_on(ra.spawn(tokio_player_a(tx_ab, rx_ba, rounds)))
+                    .expect("A")
+            })
+            .join()
+            .expect("A")
+        }),
+        [] => unreachable!("at least one runtime"),
+    }
+}
+
+/// Ours: A on loop 0, B on loop 1 (the same loop with one); tokio: both
+/// tasks spawned from outside onto `multi_thread` (it places them).
+pub fn ping_pong_split() -> Make {
     Box::new(|side, ctx| {
         let n = ctx.size(20_000, 500);
         match side {
@@ -76,6 +177,56 @@ pub fn ping_pong() -> Make {
                 from_fn(move || Batch {
                     ops: n as u64,
                     time: tokio_ping(&rt, n),
+                })
+            }
+        }
+    })
+}
+
+/// Each side pinned to two threads: ours, A on loop 0 and B on loop 1;
+/// tokio, A and B each on a `current_thread` runtime on its own thread
+/// (one of each with one loop).
+pub fn ping_pong_pinned() -> Make {
+    Box::new(|side, ctx| {
+        let n = ctx.size(20_000, 500);
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: ours_ping(&rt, n),
+                })
+            }
+            Side::Tokio => {
+                let p = PinnedTokio::new(ctx.loops, ctx.pin);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: tokio_ping_pinned(&p, n),
+                })
+            }
+        }
+    })
+}
+
+/// Each side placing the partner itself: ours, A spawned from outside and
+/// B from A's step (default placement); tokio, A spawned onto
+/// `multi_thread` and B by A (`tokio::spawn`).
+pub fn ping_pong_placed() -> Make {
+    Box::new(|side, ctx| {
+        let n = ctx.size(20_000, 500);
+        match side {
+            Side::Ours => {
+                let rt = our_runtime(ctx);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: ours_ping_placed(&rt, n),
+                })
+            }
+            Side::Tokio => {
+                let rt = tokio_multi(ctx.loops);
+                from_fn(move || Batch {
+                    ops: n as u64,
+                    time: tokio_ping_placed(&rt, n),
                 })
             }
         }

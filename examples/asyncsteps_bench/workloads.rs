@@ -16,7 +16,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ),
     (
         "multi",
-        "across loops: cross-thread completion, ping-pong, contended mutex, timers, TCP, HTTP, scaling",
+        "across loops: cross-thread completion, ping-pong (three ways), contended mutex, timers, TCP, HTTP, scaling",
     ),
 ];
 
@@ -329,14 +329,34 @@ pub fn all() -> Vec<Workload> {
             make: cross::xthread(),
         },
         Workload {
-            name: "ping-pong",
+            name: "ping-pong-split",
             group: "multi",
             unit: "round trip",
-            what: "two flows, on loop 0 and loop 1, complete each other's waiting step with their own next handle",
-            peer: "two tasks passing a counter over two `mpsc` channels (tokio may run both on one worker)",
+            what: "two flows, on loop 0 and loop 1, complete each other's waiting step with their own next handle (`ping-pong` until 2026-12-02)",
+            peer: "two tasks passing a counter over two `mpsc` channels, spawned from outside onto `multi_thread` (tokio may run both on one worker)",
             rss: false,
             warmup: true,
-            make: cross::ping_pong(),
+            make: cross::ping_pong_split(),
+        },
+        Workload {
+            name: "ping-pong-pinned",
+            group: "multi",
+            unit: "round trip",
+            what: "as `ping-pong-split`: one flow on loop 0, the other on loop 1",
+            peer: "the two tasks each on a `current_thread` runtime of its own thread (pinned as our loops are)",
+            rss: false,
+            warmup: true,
+            make: cross::ping_pong_pinned(),
+        },
+        Workload {
+            name: "ping-pong-placed",
+            group: "multi",
+            unit: "round trip",
+            what: "one flow spawned from outside, its partner spawned from its first step with the default placement",
+            peer: "one task spawned onto `multi_thread`, its partner spawned by it (`tokio::spawn`)",
+            rss: false,
+            warmup: true,
+            make: cross::ping_pong_placed(),
         },
         Workload {
             name: "contended-mutex",

@@ -221,3 +221,54 @@ pub fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
     b_done.wait().expect("B ends");
     el
 }
+
+/// `rounds` round trips between two flows that the runtime places: A is
+/// spawned from this thread (placed as any flow from outside), and B from
+/// A's first step (the default placement of a flow spawned on a loop: that
+/// same loop, unless an idle peer steals it before it starts). B's first
+/// step completes A's first wait with B's own handle; then they volley as
+/// in [`ours_ping`].
+pub fn ours_ping_placed(rt: &Runtime, rounds: usize) -> Duration {
+    let (b_tx, b_rx) = std::sync::mpsc::channel();
+    let h = rt.handle();
+    let a_slot: Slot = Arc::default();
+    let mut a = AsyncSteps::new();
+    a.add(move |s, ()| {
+        let me = s.wait_external();
+        // B: hands its first waiting step to A, then returns every ball.
+        let mut b = AsyncSteps::new();
+        b.add(move |s, ()| {
+            me.success((Ball(Some(s.wait_external())),))
+                .expect("A waits");
+            Ok(())
+        });
+        let b_slot: Slot = Arc::default();
+        let sl = b_slot.clone();
+        b.add(move |_, (ball,): (Ball,)| {
+            *sl.lock().expect("slot") = ball.0;
+            Ok(())
+        });
+        b.loop_(move |s| volley(s, &b_slot));
+        b_tx.send(h.spawn::<()>(b)).expect("main waits");
+        Ok(())
+    });
+    let sl = a_slot.clone();
+    a.add(move |_, (ball,): (Ball,)| {
+        *sl.lock().expect("slot") = ball.0;
+        Ok(())
+    });
+    let sl = a_slot.clone();
+    a.repeat(rounds, move |s, _| volley(s, &sl));
+    a.add(move |_, ()| {
+        let peer = a_slot.lock().expect("slot").take().expect("B waits");
+        peer.success((Ball(None),)).expect("B waits");
+        Ok(())
+    });
+    let t = Instant::now();
+    let a_done = rt.spawn::<()>(a);
+    let b_done = b_rx.recv().expect("B spawned");
+    a_done.wait().expect("A ends");
+    let el = t.elapsed();
+    b_done.wait().expect("B ends");
+    el
+}
