@@ -172,6 +172,15 @@ fn main() {
             Some(t),
         );
         contended.push((o, t));
+        // Every batch's handovers, over both loops (`LoopStats`).
+        let st = rt.stats();
+        let local: u64 = st.iter().map(|l| l.handovers_local).sum();
+        let crossed: u64 = st.iter().map(|l| l.handovers_crossed).sum();
+        println!(
+            "  handovers: {crossed} of {} crossed loops ({:.0}%)",
+            local + crossed,
+            100.0 * crossed as f64 / (local + crossed).max(1) as f64
+        );
     }
 
     println!();
