@@ -159,27 +159,39 @@ fn tokio_ping_pinned(p: &PinnedTokio, rounds: usize) -> Duration {
     }
 }
 
-/// Ours: A on loop 0, B on loop 1 (the same loop with one); tokio: both
-/// tasks spawned from outside onto `multi_thread` (it places them).
-pub fn ping_pong_split() -> Make {
-    Box::new(|side, ctx| {
+/// The tokio side of a ping-pong: runs `n` round trips, timed.
+type Peer = Box<dyn Fn(usize) -> Duration>;
+
+/// A ping-pong workload of 20,000 round trips a batch: `ours` on our
+/// runtime, and the tokio side `peer` makes for the context.
+fn ping_pong_with(ours: fn(&Runtime, usize) -> Duration, peer: fn(&Ctx) -> Peer) -> Make {
+    Box::new(move |side, ctx| {
         let n = ctx.size(20_000, 500);
         match side {
             Side::Ours => {
                 let rt = our_runtime(ctx);
                 from_fn(move || Batch {
                     ops: n as u64,
-                    time: ours_ping(&rt, n),
+                    time: ours(&rt, n),
                 })
             }
             Side::Tokio => {
-                let rt = tokio_multi(ctx.loops);
+                let run = peer(ctx);
                 from_fn(move || Batch {
                     ops: n as u64,
-                    time: tokio_ping(&rt, n),
+                    time: run(n),
                 })
             }
         }
+    })
+}
+
+/// Ours: A on loop 0, B on loop 1 (the same loop with one); tokio: both
+/// tasks spawned from outside onto `multi_thread` (it places them).
+pub fn ping_pong_split() -> Make {
+    ping_pong_with(ours_ping, |ctx| {
+        let rt = tokio_multi(ctx.loops);
+        Box::new(move |n| tokio_ping(&rt, n))
     })
 }
 
@@ -187,24 +199,9 @@ pub fn ping_pong_split() -> Make {
 /// tokio, A and B each on a `current_thread` runtime on its own thread
 /// (one of each with one loop).
 pub fn ping_pong_pinned() -> Make {
-    Box::new(|side, ctx| {
-        let n = ctx.size(20_000, 500);
-        match side {
-            Side::Ours => {
-                let rt = our_runtime(ctx);
-                from_fn(move || Batch {
-                    ops: n as u64,
-                    time: ours_ping(&rt, n),
-                })
-            }
-            Side::Tokio => {
-                let p = PinnedTokio::new(ctx.loops, ctx.pin);
-                from_fn(move || Batch {
-                    ops: n as u64,
-                    time: tokio_ping_pinned(&p, n),
-                })
-            }
-        }
+    ping_pong_with(ours_ping, |ctx| {
+        let p = PinnedTokio::new(ctx.loops, ctx.pin);
+        Box::new(move |n| tokio_ping_pinned(&p, n))
     })
 }
 
@@ -212,24 +209,9 @@ pub fn ping_pong_pinned() -> Make {
 /// B from A's step (default placement); tokio, A spawned onto
 /// `multi_thread` and B by A (`tokio::spawn`).
 pub fn ping_pong_placed() -> Make {
-    Box::new(|side, ctx| {
-        let n = ctx.size(20_000, 500);
-        match side {
-            Side::Ours => {
-                let rt = our_runtime(ctx);
-                from_fn(move || Batch {
-                    ops: n as u64,
-                    time: ours_ping_placed(&rt, n),
-                })
-            }
-            Side::Tokio => {
-                let rt = tokio_multi(ctx.loops);
-                from_fn(move || Batch {
-                    ops: n as u64,
-                    time: tokio_ping_placed(&rt, n),
-                })
-            }
-        }
+    ping_pong_with(ours_ping_placed, |ctx| {
+        let rt = tokio_multi(ctx.loops);
+        Box::new(move |n| tokio_ping_placed(&rt, n))
     })
 }
 

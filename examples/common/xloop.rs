@@ -183,6 +183,18 @@ pub fn volley(s: &mut Step<'_>, slot: &Slot) -> StepResult {
     Ok(())
 }
 
+/// Player B's steps after its first wait: keeps the handle of the ball
+/// that comes, then volleys until a ball comes empty.
+fn return_every_ball(b: &mut AsyncSteps) {
+    let b_slot: Slot = Arc::default();
+    let sl = b_slot.clone();
+    b.add(move |_, (ball,): (Ball,)| {
+        *sl.lock().expect("slot") = ball.0;
+        Ok(())
+    });
+    b.loop_(move |s| volley(s, &b_slot));
+}
+
 /// `rounds` round trips between a flow on loop 0 and one on loop 1 (the
 /// same loop when there is one).
 pub fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
@@ -193,13 +205,7 @@ pub fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
         tx.send(s.wait_external()).expect("main waits");
         Ok(())
     });
-    let b_slot: Slot = Arc::default();
-    let sl = b_slot.clone();
-    b.add(move |_, (ball,): (Ball,)| {
-        *sl.lock().expect("slot") = ball.0;
-        Ok(())
-    });
-    b.loop_(move |s| volley(s, &b_slot));
+    return_every_ball(&mut b);
     let b_loop = 1 % rt.loops();
     let b_done = rt.loop_handle(b_loop).expect("loop").promise::<()>(b);
     let first = rx.recv().expect("B's first handle");
@@ -242,13 +248,7 @@ pub fn ours_ping_placed(rt: &Runtime, rounds: usize) -> Duration {
                 .expect("A waits");
             Ok(())
         });
-        let b_slot: Slot = Arc::default();
-        let sl = b_slot.clone();
-        b.add(move |_, (ball,): (Ball,)| {
-            *sl.lock().expect("slot") = ball.0;
-            Ok(())
-        });
-        b.loop_(move |s| volley(s, &b_slot));
+        return_every_ball(&mut b);
         b_tx.send(h.spawn::<()>(b)).expect("main waits");
         Ok(())
     });
