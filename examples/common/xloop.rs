@@ -195,6 +195,18 @@ fn return_every_ball(b: &mut AsyncSteps) {
     b.loop_(move |s| volley(s, &b_slot));
 }
 
+/// Player A's steps once it holds B's handle in `slot`: `rounds`
+/// volleys, then an empty ball that tells B to stop.
+fn serve(a: &mut AsyncSteps, slot: Slot, rounds: usize) {
+    let sl = slot.clone();
+    a.repeat(rounds, move |s, _| volley(s, &sl));
+    a.add(move |_, ()| {
+        let peer = slot.lock().expect("slot").take().expect("B waits");
+        peer.success((Ball(None),)).expect("B waits");
+        Ok(())
+    });
+}
+
 /// `rounds` round trips between a flow on loop 0 and one on loop 1 (the
 /// same loop when there is one).
 pub fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
@@ -213,13 +225,7 @@ pub fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
     // A: serves `rounds` times, then tells B to stop.
     let a_slot: Slot = Arc::new(std::sync::Mutex::new(Some(first)));
     let mut a = AsyncSteps::new();
-    let sl = a_slot.clone();
-    a.repeat(rounds, move |s, _| volley(s, &sl));
-    a.add(move |_, ()| {
-        let peer = a_slot.lock().expect("slot").take().expect("B waits");
-        peer.success((Ball(None),)).expect("B waits");
-        Ok(())
-    });
+    serve(&mut a, a_slot, rounds);
     let t = Instant::now();
     let a_done = rt.loop_handle(0).expect("loop 0").promise::<()>(a);
     a_done.wait().expect("A ends");
@@ -257,13 +263,7 @@ pub fn ours_ping_placed(rt: &Runtime, rounds: usize) -> Duration {
         *sl.lock().expect("slot") = ball.0;
         Ok(())
     });
-    let sl = a_slot.clone();
-    a.repeat(rounds, move |s, _| volley(s, &sl));
-    a.add(move |_, ()| {
-        let peer = a_slot.lock().expect("slot").take().expect("B waits");
-        peer.success((Ball(None),)).expect("B waits");
-        Ok(())
-    });
+    serve(&mut a, a_slot, rounds);
     let t = Instant::now();
     let a_done = rt.spawn::<()>(a);
     let b_done = b_rx.recv().expect("B spawned");
