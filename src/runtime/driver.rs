@@ -40,7 +40,7 @@ const LOCAL_BACKLOG: usize = 32;
 /// as a flow spawned from outside would (an idle peer may still steal it).
 /// 64 flows of slack keep a connection's flows on the accept loop while
 /// the loops are about even, and spread them once one loop runs ahead.
-pub(crate) const LOCALITY_SLACK: usize = 64;
+const LOCALITY_SLACK: usize = 64;
 
 /// A root flow spawned on the runtime and not started yet.
 ///
