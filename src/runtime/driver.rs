@@ -36,10 +36,12 @@ const LOCAL_BACKLOG: usize = 32;
 /// A flow spawned on a loop thread starts on that loop (its partner flows
 /// and the flows it completes stay on one thread) unless that loop has
 /// more than this many flows, running or waiting to start, beyond the
-/// least busy live loop of the runtime; then it goes to that loop's queue,
-/// as a flow spawned from outside would (an idle peer may still steal it).
-/// 64 flows of slack keep a connection's flows on the accept loop while
-/// the loops are about even, and spread them once one loop runs ahead.
+/// least busy live loop of the runtime; then it is placed on that loop as
+/// `submit_balanced` places a flow (its `placed` queue, which no peer
+/// steals from: the busy loop, idle between events, would take it back
+/// from an ordinary queue before the woken peer ran). 64 flows of slack
+/// keep a connection's flows on the accept loop while the loops are about
+/// even, and spread them once one loop runs ahead.
 const LOCALITY_SLACK: usize = 64;
 
 /// A root flow spawned on the runtime and not started yet.
@@ -270,12 +272,18 @@ impl Core {
             })
             .ok()
             .flatten();
-        // Not on a loop thread of this runtime (or too busy a one): pushed
-        // on loop `i`'s queue.
-        let placed = job.map(|job| {
-            let i = elsewhere.unwrap_or_else(|| self.place());
-            self.loops[i].queue.push(job);
-            i
+        // Not on a loop thread of this runtime: pushed on loop `i`'s
+        // queue; from too busy a loop: placed on the least busy one.
+        let placed = job.map(|job| match elsewhere {
+            Some(i) => {
+                self.loops[i].placed.push(job);
+                i
+            }
+            None => {
+                let i = self.place();
+                self.loops[i].queue.push(job);
+                i
+            }
         });
         if self.closed_after_push(placed) {
             return;

@@ -10,7 +10,8 @@
 //! Placement: a flow spawned on a loop thread (say, from inside a step)
 //! goes to that loop's own queue, so flows that work together stay on one
 //! thread, unless that loop has more than 64 flows (running or waiting to
-//! start) beyond the least busy loop: then it goes to that loop's queue.
+//! start) beyond the least busy loop: then it goes to that loop for good,
+//! as [`spawn_balanced`](Runtime::spawn_balanced) would place it.
 //! Flows spawned from any other thread are
 //! dealt to the loops in turn (a parked loop first, which is then woken).
 //! A loop with nothing to do steals flows that were spawned but have not

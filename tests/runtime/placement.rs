@@ -168,9 +168,11 @@ fn flows_spawned_on_a_loop_start_there_unless_a_peer_stole_them() {
 }
 
 /// A loop more than `LOCALITY_SLACK` (64) flows busier than its peer
-/// sends a flow spawned on it to the peer's queue, where the peer starts
-/// it (not a steal); below that, a spawned flow stays on its loop (the
-/// test above).
+/// places a flow spawned on it on the peer for good: the peer starts it,
+/// and the busy loop, free again at once, does not take it back. Below
+/// that, a spawned flow stays on its loop (the test above). (Defect: the
+/// flow went to the peer's ordinary queue, and the busy loop, idle between
+/// its waiting flows' events, stole it back in 47 runs of 50.)
 #[test]
 fn a_flow_spawned_on_a_much_busier_loop_goes_to_the_least_busy_one() {
     let rt = rt(2);
@@ -189,29 +191,38 @@ fn a_flow_spawned_on_a_much_busier_loop_goes_to_the_least_busy_one() {
     }
     let handles: Vec<_> = (0..100).map(|_| rx.recv().unwrap()).collect();
     sync_loop(&rt, 0);
-    let mut root = AsyncSteps::new();
-    root.add(move |s, ()| {
+    for _ in 0..20 {
         let (tx, rx) = mpsc::channel();
-        let mut child = AsyncSteps::new();
-        let h2 = h.clone();
-        child.add(move |_, ()| {
-            tx.send(h2.current_loop().unwrap()).unwrap();
+        let mut root = AsyncSteps::new();
+        let h = h.clone();
+        root.add(move |_, ()| {
+            let mut child = AsyncSteps::new();
+            let h2 = h.clone();
+            child.add(move |_, ()| {
+                tx.send(h2.current_loop().unwrap()).unwrap();
+                Ok(())
+            });
+            h.execute(child);
             Ok(())
         });
-        h.execute(child);
-        // Block this loop until the child ran: only loop 1 can run it. (On
-        // this loop's own worker it would wait for good: loop 1 is not
-        // woken for one flow; the bound turns that into a failure.)
-        let ran = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the child ran");
-        s.success((ran as u32,))
-    });
-    let (ran,): (u32,) = rt.loop_handle(0).unwrap().promise(root).wait().unwrap();
-    assert_eq!(ran, 1);
+        rt.loop_handle(0)
+            .unwrap()
+            .promise::<()>(root)
+            .wait()
+            .unwrap();
+        assert_eq!(
+            rx.recv().unwrap(),
+            1,
+            "the child ran on the least busy loop"
+        );
+    }
     sync_loops(&rt);
     let st = rt.stats();
-    assert_eq!((st[1].started, st[1].stolen), (1, 0), "{st:?}");
+    assert_eq!(
+        (st[1].started, st[0].stolen, st[1].stolen),
+        (20, 0, 0),
+        "{st:?}"
+    );
     for h in handles {
         h.success(()).unwrap();
     }
