@@ -186,6 +186,11 @@ impl Step<'_> {
 
     /// The stake in object `id` of the step that added this one (a sync
     /// step's wait step).
+    ///
+    /// The newest such stake: a step that takes the same object twice (a
+    /// Throttle, whose every entry counts) has its admitted stake first and
+    /// the one its wait step is for last (a step waits for an object at
+    /// most once: `has_pending_hold`).
     pub(crate) fn parent_hold(&mut self, id: usize) -> Option<&mut Hold> {
         let d = self.depth.checked_sub(1)?;
         self.flow.st(self.sid).frames[d]
@@ -194,6 +199,7 @@ impl Step<'_> {
             .special_mut()?
             .holds
             .iter_mut()
+            .rev()
             .find(|h| h.id == id)
     }
 }

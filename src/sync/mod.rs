@@ -371,16 +371,18 @@ fn id_of<C>(core: &Arc<C>) -> usize {
 
 /// Resumes a granted waiter on its own loop. A waiter whose step ended in
 /// the meantime refuses the handle; its `Hold` then sees the grant on drop
-/// and gives the slot back, so nothing is lost. Counted as a handover of
-/// this thread (see [`handovers`]).
+/// and gives the slot back, so nothing is lost. A grant the waiter took
+/// is counted as a handover of this thread (see [`handovers`]); a refused
+/// one is not (the slot goes on from the waiter's `Hold`, counted there).
 fn resume(h: ExternalHandle) {
     let i = usize::from(!h.is_local());
-    let _ = HANDOVERS.try_with(|c| {
-        let mut n = c.get();
-        n[i] += 1;
-        c.set(n);
-    });
-    let _ = h.success(());
+    if h.success(()).is_ok() {
+        let _ = HANDOVERS.try_with(|c| {
+            let mut n = c.get();
+            n[i] += 1;
+            c.set(n);
+        });
+    }
 }
 
 thread_local! {
