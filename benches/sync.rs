@@ -172,7 +172,16 @@ fn main() {
             Some(t),
         );
         contended.push((o, t));
-        // Every batch's handovers, over both loops (`LoopStats`).
+        // Every batch's handovers, over both loops (`LoopStats`), once each
+        // loop has published its last turn's (an immediate callback runs
+        // in the turn after the one a call runs in).
+        for i in 0..rt.loops() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            rt.loop_handle(i).expect("loop").call(move |sched| {
+                sched.immediate(move |_| tx.send(()).expect("bench waits"));
+            });
+            rx.recv().expect("loop answers");
+        }
         let st = rt.stats();
         let local: u64 = st.iter().map(|l| l.handovers_local).sum();
         let crossed: u64 = st.iter().map(|l| l.handovers_crossed).sum();

@@ -133,13 +133,21 @@ fn tokio_ping_pinned(p: &PinnedTokio, rounds: usize) -> Duration {
     // Each player is a task of its runtime (as with `multi_thread`), which
     // the runtime's thread awaits.
     match &p.rts[..] {
-        [rt] => rt.block_on(async move {
-            let b = tokio::spawn(tokio_player_b(rx_ab, tx_ba));
-            let el = tokio::spawn(tokio_player_a(tx_ab, rx_ba, rounds))
-                .await
-                .expect("A");
-            b.await.expect("B");
-            el
+        // On a thread of its own, pinned as our one loop is.
+        [rt] => std::thread::scope(|sc| {
+            sc.spawn(|| {
+                pin_to(0, p.pin);
+                rt.block_on(async move {
+                    let b = tokio::spawn(tokio_player_b(rx_ab, tx_ba));
+                    let el = tokio::spawn(tokio_player_a(tx_ab, rx_ba, rounds))
+                        .await
+                        .expect("A");
+                    b.await.expect("B");
+                    el
+                })
+            })
+            .join()
+            .expect("A")
         }),
         [ra, rb, ..] => std::thread::scope(|sc| {
             sc.spawn(|| {

@@ -239,7 +239,7 @@ pub fn ours_ping(rt: &Runtime, rounds: usize) -> Duration {
 /// A's first step (the default placement of a flow spawned on a loop: that
 /// same loop, unless an idle peer steals it before it starts). B's first
 /// step completes A's first wait with B's own handle; then they volley as
-/// in [`ours_ping`].
+/// in [`ours_ping`]. Timed from B's answer to A's end.
 pub fn ours_ping_placed(rt: &Runtime, rounds: usize) -> Duration {
     let (b_tx, b_rx) = std::sync::mpsc::channel();
     let h = rt.handle();
@@ -258,16 +258,20 @@ pub fn ours_ping_placed(rt: &Runtime, rounds: usize) -> Duration {
         b_tx.send(h.spawn::<()>(b)).expect("main waits");
         Ok(())
     });
-    let sl = a_slot.clone();
+    // The clock starts once B has answered, as tokio's peer starts it
+    // once B is spawned: placing and starting the pair is not timed.
+    let start = Arc::new(std::sync::Mutex::new(None));
+    let (sl, st) = (a_slot.clone(), start.clone());
     a.add(move |_, (ball,): (Ball,)| {
         *sl.lock().expect("slot") = ball.0;
+        *st.lock().expect("clock") = Some(Instant::now());
         Ok(())
     });
     serve(&mut a, a_slot, rounds);
-    let t = Instant::now();
     let a_done = rt.spawn::<()>(a);
     let b_done = b_rx.recv().expect("B spawned");
     a_done.wait().expect("A ends");
+    let t = start.lock().expect("clock").expect("A started");
     let el = t.elapsed();
     b_done.wait().expect("B ends");
     el
