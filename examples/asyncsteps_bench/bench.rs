@@ -44,6 +44,12 @@ pub struct Batch {
 /// threads, servers are created once and reused by every batch).
 pub trait Bench {
     fn batch(&mut self) -> Batch;
+    /// What this side adds to the report after its rounds, if anything
+    /// (ours on `contended-mutex`: the share of handovers that crossed
+    /// loops).
+    fn note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What a workload is built for.

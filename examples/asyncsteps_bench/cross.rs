@@ -1,7 +1,7 @@
 //! Workloads across loops: one `Runtime` of L loops against one tokio
 //! `multi_thread` runtime of L workers.
 
-use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Ctx, Make, Side};
+use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Bench, Ctx, Make, Side};
 use crate::xloop::{
     ours_contended, ours_ping, ours_ping_placed, ours_xthread, tokio_contended, tokio_xthread,
     Latch,
@@ -225,18 +225,58 @@ pub fn ping_pong_placed() -> Make {
 
 // -------------------------------------------------------- contended mutex
 
+/// Our side of `contended-mutex`, which notes the share of the Mutex's
+/// handovers that crossed loops.
+struct Contended {
+    rt: Runtime,
+    flows: usize,
+    sections: usize,
+}
+
+impl Bench for Contended {
+    fn batch(&mut self) -> Batch {
+        Batch {
+            ops: (self.flows * self.sections) as u64,
+            time: ours_contended(&self.rt, self.flows, self.sections),
+        }
+    }
+
+    fn note(&self) -> Option<String> {
+        // Each loop publishes its counts after a turn: let every loop
+        // finish one more (an immediate callback runs in the turn after
+        // the call that queued it).
+        for i in 0..self.rt.loops() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            self.rt.loop_handle(i)?.call(move |sched| {
+                sched.immediate(move |_| {
+                    let _ = tx.send(());
+                });
+            });
+            rx.recv().ok()?;
+        }
+        let st = self.rt.stats();
+        let local: u64 = st.iter().map(|l| l.handovers_local).sum();
+        let crossed: u64 = st.iter().map(|l| l.handovers_crossed).sum();
+        let all = local + crossed;
+        (all > 0).then(|| {
+            format!(
+                "{crossed} of {all} handovers crossed loops ({:.0}%)",
+                100.0 * crossed as f64 / all as f64
+            )
+        })
+    }
+}
+
 pub fn contended_mutex() -> Make {
     Box::new(|side, ctx| {
         let (flows, sections) = if ctx.quick { (20, 20) } else { (100, 200) };
         let ops = (flows * sections) as u64;
         match side {
-            Side::Ours => {
-                let rt = our_runtime(ctx);
-                from_fn(move || Batch {
-                    ops,
-                    time: ours_contended(&rt, flows, sections),
-                })
-            }
+            Side::Ours => Box::new(Contended {
+                rt: our_runtime(ctx),
+                flows,
+                sections,
+            }),
             Side::Tokio => {
                 let rt = tokio_multi(ctx.loops);
                 from_fn(move || Batch {

@@ -234,6 +234,7 @@ fn child_round(w: &Workload, side: Side, loops: usize, s: &Settings) -> AnyResul
 /// Both sides of one workload on one loop count, alternating.
 fn measure(w: &Workload, loops: usize, s: &Settings, pb: &ProgressBar) -> AnyResult<Measured> {
     let (mut ours, mut tokio) = (Vec::new(), Vec::new());
+    let mut ours_note = None;
     let msg = |what: &str| pb.set_message(format!("{} on {loops} loop(s): {what}", w.name));
     if w.rss {
         for r in 1..=s.rounds {
@@ -269,6 +270,7 @@ fn measure(w: &Workload, loops: usize, s: &Settings, pb: &ProgressBar) -> AnyRes
             tokio.push(run_round(&mut *b, s.duration));
             pb.inc(1);
         }
+        ours_note = a.note();
     }
     Ok(Measured {
         workload: w.name,
@@ -277,6 +279,7 @@ fn measure(w: &Workload, loops: usize, s: &Settings, pb: &ProgressBar) -> AnyRes
         loops,
         ours,
         tokio,
+        ours_note,
     })
 }
 
@@ -376,7 +379,10 @@ fn run(cli: &Cli) -> AnyResult<()> {
     for w in &sel {
         for &loops in &s.loops {
             let m = measure(w, loops, &s, &pb)?;
-            let line = report::line(&m.row());
+            let mut line = report::line(&m.row());
+            if let Some(n) = &m.ours_note {
+                line = format!("{line}\n    ours: {n}");
+            }
             // Above the bar on a terminal; a plain line in a log.
             pb.suspend(|| println!("{line}"));
             measured.push(m);

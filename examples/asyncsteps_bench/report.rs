@@ -13,6 +13,8 @@ pub struct Measured {
     pub loops: usize,
     pub ours: Vec<Round>,
     pub tokio: Vec<Round>,
+    /// Our side's note, printed under its line (see `Bench::note`).
+    pub ours_note: Option<String>,
 }
 
 /// One line of the summary: medians (min–max) over the rounds.
