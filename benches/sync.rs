@@ -28,7 +28,7 @@ use futoin_asyncsteps::sync::{ISync, Limiter, LimiterOptions, Mutex, Throttle};
 use futoin_asyncsteps::{runtime::Runtime, AsyncSteps, AsyncTool};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use xloop::{ours_contended, synced_repeat, tokio_contended};
+use xloop::{handover_share, ours_contended, synced_repeat, tokio_contended};
 
 const UNCONTENDED_N: usize = 1_000_000;
 const FLOWS: usize = 1_000;
@@ -172,23 +172,11 @@ fn main() {
             Some(t),
         );
         contended.push((o, t));
-        // Every batch's handovers, over both loops (`LoopStats`), once each
-        // loop has published its last turn's (an immediate callback runs
-        // in the turn after the one a call runs in).
-        for i in 0..rt.loops() {
-            let (tx, rx) = std::sync::mpsc::channel();
-            rt.loop_handle(i).expect("loop").call(move |sched| {
-                sched.immediate(move |_| tx.send(()).expect("bench waits"));
-            });
-            rx.recv().expect("loop answers");
-        }
-        let st = rt.stats();
-        let local: u64 = st.iter().map(|l| l.handovers_local).sum();
-        let crossed: u64 = st.iter().map(|l| l.handovers_crossed).sum();
+        // Every batch's handovers, over both loops (`LoopStats`).
+        let (crossed, all) = handover_share(&rt);
         println!(
-            "  handovers: {crossed} of {} crossed loops ({:.0}%)",
-            local + crossed,
-            100.0 * crossed as f64 / (local + crossed).max(1) as f64
+            "  handovers: {crossed} of {all} crossed loops ({:.0}%)",
+            100.0 * crossed as f64 / all.max(1) as f64
         );
     }
 

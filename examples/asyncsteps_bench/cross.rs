@@ -3,8 +3,8 @@
 
 use crate::bench::{from_fn, our_runtime, tokio_multi, Batch, Bench, Ctx, Make, Side};
 use crate::xloop::{
-    ours_contended, ours_ping, ours_ping_placed, ours_xthread, tokio_contended, tokio_xthread,
-    Latch,
+    handover_share, ours_contended, ours_ping, ours_ping_placed, ours_xthread, tokio_contended,
+    tokio_xthread, Latch,
 };
 use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
 use std::hint::black_box;
@@ -242,22 +242,7 @@ impl Bench for Contended {
     }
 
     fn note(&self) -> Option<String> {
-        // Each loop publishes its counts after a turn: let every loop
-        // finish one more (an immediate callback runs in the turn after
-        // the call that queued it).
-        for i in 0..self.rt.loops() {
-            let (tx, rx) = std::sync::mpsc::channel();
-            self.rt.loop_handle(i)?.call(move |sched| {
-                sched.immediate(move |_| {
-                    let _ = tx.send(());
-                });
-            });
-            rx.recv().ok()?;
-        }
-        let st = self.rt.stats();
-        let local: u64 = st.iter().map(|l| l.handovers_local).sum();
-        let crossed: u64 = st.iter().map(|l| l.handovers_crossed).sum();
-        let all = local + crossed;
+        let (crossed, all) = handover_share(&self.rt);
         (all > 0).then(|| {
             format!(
                 "{crossed} of {all} handovers crossed loops ({:.0}%)",

@@ -129,15 +129,16 @@ impl Future for YieldOnce {
 /// `repeat(n)` body awaits it): the wake while polled queues the task
 /// again, and the scheduler polls it once more.
 pub fn future_wake(rt: &Runtime, n: usize) {
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            for _ in 0..n {
-                YieldOnce::default().await;
-            }
-        })
-        .await
-        .expect("loop task");
+    in_one_task(rt, async move {
+        for _ in 0..n {
+            YieldOnce::default().await;
+        }
     });
+}
+
+/// Runs `f` as one task of `rt` (as ours runs one flow) until it ends.
+fn in_one_task(rt: &Runtime, f: impl Future<Output = ()> + Send + 'static) {
+    rt.block_on(async move { tokio::spawn(f).await.expect("loop task") });
     all_ended(rt);
 }
 
@@ -157,16 +158,11 @@ pub fn future_wake(rt: &Runtime, n: usize) {
 /// `yield_now()` would not touch the timer at all, and a paused clock
 /// would not be the runtime as users run it, so this is the shape.
 pub fn timer(rt: &Runtime, n: usize) {
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            for _ in 0..n {
-                tokio::time::sleep(Duration::ZERO).await;
-            }
-        })
-        .await
-        .expect("loop task");
+    in_one_task(rt, async move {
+        for _ in 0..n {
+            tokio::time::sleep(Duration::ZERO).await;
+        }
     });
-    all_ended(rt);
 }
 
 /// One task awaiting `tokio::time::timeout(Duration::ZERO, pending())`
@@ -175,17 +171,12 @@ pub fn timer(rt: &Runtime, n: usize) {
 /// the `Timeout`). The timer is registered and fires as in [`timer`]:
 /// about 1 ms of real time an operation.
 pub fn timer_timeout(rt: &Runtime, n: usize) {
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            for _ in 0..n {
-                let r = tokio::time::timeout(Duration::ZERO, std::future::pending::<()>()).await;
-                assert!(r.is_err(), "the timeout fires");
-            }
-        })
-        .await
-        .expect("loop task");
+    in_one_task(rt, async move {
+        for _ in 0..n {
+            let r = tokio::time::timeout(Duration::ZERO, std::future::pending::<()>()).await;
+            assert!(r.is_err(), "the timeout fires");
+        }
     });
-    all_ended(rt);
 }
 
 thread_local! {
@@ -252,24 +243,19 @@ pub fn io_readable(rt: &Runtime, n: usize) {
     use tokio::io::AsyncReadExt;
     let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().expect("socket pair");
     ours.set_nonblocking(true).expect("non-blocking");
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            let mut conn = tokio::net::UnixStream::from_std(ours).expect("register");
-            for i in 0..n {
-                if i > 0 {
-                    let mut b = [0u8; 2];
-                    let got = conn.read(&mut b).await.expect("read");
-                    assert_eq!((got, b[0]), (1, (i - 1) as u8));
-                }
-                theirs.write_all(&[i as u8]).expect("write");
-                conn.readable().await.expect("readable");
+    in_one_task(rt, async move {
+        let mut conn = tokio::net::UnixStream::from_std(ours).expect("register");
+        for i in 0..n {
+            if i > 0 {
+                let mut b = [0u8; 2];
+                let got = conn.read(&mut b).await.expect("read");
+                assert_eq!((got, b[0]), (1, (i - 1) as u8));
             }
-            let mut b = [0u8; 2];
-            let got = conn.read(&mut b).await.expect("read");
-            assert_eq!((got, b[0]), (1, (n - 1) as u8));
-        })
-        .await
-        .expect("readiness task");
+            theirs.write_all(&[i as u8]).expect("write");
+            conn.readable().await.expect("readable");
+        }
+        let mut b = [0u8; 2];
+        let got = conn.read(&mut b).await.expect("read");
+        assert_eq!((got, b[0]), (1, (n - 1) as u8));
     });
-    all_ended(rt);
 }

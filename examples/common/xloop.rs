@@ -129,6 +129,25 @@ pub fn ours_contended(rt: &Runtime, flows: usize, sections: usize) -> Duration {
     t.elapsed()
 }
 
+/// The sync handovers of `rt`'s loops so far: (crossed loops, all), read
+/// once each loop has published its last turn's counts (an immediate
+/// callback runs in the turn after the call that queues it).
+pub fn handover_share(rt: &Runtime) -> (u64, u64) {
+    for i in 0..rt.loops() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.loop_handle(i).expect("loop").call(move |sched| {
+            sched.immediate(move |_| {
+                let _ = tx.send(());
+            });
+        });
+        rx.recv().expect("loop answers");
+    }
+    let st = rt.stats();
+    let local: u64 = st.iter().map(|l| l.handovers_local).sum();
+    let crossed: u64 = st.iter().map(|l| l.handovers_crossed).sum();
+    (crossed, local + crossed)
+}
+
 /// The same shape on `tokio::sync::Mutex`.
 pub fn tokio_contended(rt: &tokio::runtime::Runtime, flows: usize, sections: usize) -> Duration {
     let m = Arc::new(tokio::sync::Mutex::new(()));
