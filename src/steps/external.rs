@@ -240,6 +240,11 @@ impl ExternalHandle {
         self.token.inbox.is_same_thread()
     }
 
+    /// The id of the waiting step's loop (`Inbox::id`).
+    pub(crate) fn loop_id(&self) -> u64 {
+        self.token.inbox.id
+    }
+
     /// True once a successful completion through a handle of the step was
     /// accepted (whatever became of the step after: a root cancel processed
     /// first still ends it, but the completion was taken).

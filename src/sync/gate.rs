@@ -4,9 +4,10 @@
 //!
 //! The word packs `(queued << 32) | admitted`. `admitted` is the number of
 //! flows inside (Mutex) or the entries of the current period (Throttle);
-//! `queued` counts waiters that have committed to the queue, including
-//! cancelled ones not yet skipped. The rules that make it lock-free and
-//! FIFO:
+//! `queued` counts nodes that have committed to the queue, including dead
+//! ones not yet skipped: cancelled, or granted out of turn (a holder that
+//! hands its slot to a waiter of its own loop, see `cohort`). The rules
+//! that make it lock-free and keep its order:
 //!
 //! - A newcomer enters only when `queued == 0 && admitted < max` (one CAS on
 //!   the uncontended path). Otherwise it CASes `queued + 1` and then pushes
@@ -18,11 +19,15 @@
 //!   few instructions of the other thread, the same kind of window as a
 //!   crossbeam `Steal::Retry`).
 //! - A node is granted or cancelled exactly once (CAS on its state). A
-//!   handover that pops a cancelled node keeps the slot and goes on to the
-//!   next waiter, or gives the slot back when none is left.
+//!   handover that pops a dead node keeps the slot and goes on to the next
+//!   waiter, or gives the slot back when none is left.
+//! - A holder may grant a queued node out of turn
+//!   ([`grant_out_of_turn`](Gate::grant_out_of_turn)): the slot moves to
+//!   that waiter (`admitted` stays), the node stays queued, dead, until a
+//!   handover skips it. Nothing else passes the queue.
 //! - `queued > 0` implies `admitted == max` for a Mutex: a release with
-//!   waiters transfers instead of decrementing, so nobody can slip past the
-//!   queue (strict FIFO).
+//!   nodes queued transfers instead of decrementing, so no newcomer can
+//!   slip past the queue.
 //!
 //! Under `--cfg loom` the atomics and the queue come from `loom`, and the
 //! `loom_tests` module model-checks acquire, release, queueing and cancel
@@ -53,7 +58,28 @@ pub(crate) struct Node<T> {
     /// What the granter uses to resume the waiter (its step's handle);
     /// `None` once taken.
     resume: Cell<Option<T>>,
+    /// Its place in the queue's order (see [`OrderLog`]).
+    #[cfg(all(test, not(loom)))]
+    arrival: std::sync::atomic::AtomicU64,
 }
+
+/// The exact order of a gate's queue and of its grants, for the tests of
+/// the handover order (a lock-free queue has no order a test could read
+/// from outside: two flows that queue at the same moment may push in
+/// either order). Test builds only.
+#[cfg(all(test, not(loom)))]
+#[derive(Default)]
+pub(crate) struct OrderLog {
+    /// Nodes pushed so far: each gets the next number as it is pushed
+    /// (under the log's lock, so the numbers are the queue's order).
+    pub(crate) pushed: u64,
+    /// The numbers of the granted nodes, in the order of their grants.
+    pub(crate) grants: Vec<u64>,
+}
+
+/// What a gate does with a dead node a handover skipped: keeps it for a
+/// later waiter of the skipping thread's loop, or drops it.
+pub(crate) type Spare<T> = fn(Arc<Node<T>>);
 
 // SAFETY: `resume` is the only field that is not `Sync`. It is written when
 // the node is made, before the node is shared, and after that it is
@@ -72,6 +98,8 @@ impl<T> Node<T> {
         Arc::new(Node {
             state: AtomicU8::new(WAITING),
             resume: Cell::new(Some(resume)),
+            #[cfg(all(test, not(loom)))]
+            arrival: Default::default(),
         })
     }
 
@@ -107,6 +135,11 @@ impl<T> Node<T> {
     /// True once a slot was handed to this waiter.
     pub(crate) fn is_granted(&self) -> bool {
         self.state.load(Acquire) == GRANTED
+    }
+
+    /// True while the waiter waits: neither granted nor cancelled.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.state.load(Acquire) == WAITING
     }
 
     /// A node for a new waiter: `spare` (a node kept for reuse) when it
@@ -213,26 +246,39 @@ pub(crate) enum Enter {
 /// Admission counter + FIFO of waiters; see the module docs.
 pub(crate) struct Gate<T> {
     word: AtomicU64,
-    /// Queued nodes that were cancelled and not popped yet (can dip below
-    /// zero for a moment: a pop may skip a node before its canceller counts
-    /// it). Only the queue-limit check reads it.
-    cancelled: AtomicI64,
+    /// Queued nodes that are dead (cancelled, or granted out of turn) and
+    /// not popped yet (can dip below zero for a moment: a pop may skip a
+    /// node before the one that killed it counts it). Only the counts and
+    /// the queue-limit check read it.
+    dead: AtomicI64,
     queue: Queue<T>,
     max: u32,
     max_queue: Option<u32>,
+    spare: Spare<T>,
+    #[cfg(all(test, not(loom)))]
+    pub(crate) order: std::sync::Mutex<OrderLog>,
 }
 
 impl<T> Gate<T> {
     /// `max` admitted at once (`>= 1`; callers check), at most `max_queue`
-    /// live waiters (`None`: no limit).
+    /// live waiters (`None`: no limit); dead nodes a handover skips are
+    /// dropped.
     pub(crate) fn new(max: u32, max_queue: Option<u32>) -> Self {
         Gate {
             word: AtomicU64::new(0),
-            cancelled: AtomicI64::new(0),
+            dead: AtomicI64::new(0),
             queue: Queue::new(),
             max,
             max_queue,
+            spare: drop,
+            #[cfg(all(test, not(loom)))]
+            order: Default::default(),
         }
+    }
+
+    /// The same gate, giving the dead nodes a handover skips to `spare`.
+    pub(crate) fn with_spare(self, spare: Spare<T>) -> Self {
+        Gate { spare, ..self }
     }
 
     pub(crate) fn max(&self) -> u32 {
@@ -242,7 +288,7 @@ impl<T> Gate<T> {
     /// (admitted, live waiters), for statistics and tests.
     pub(crate) fn counts(&self) -> (u32, u32) {
         let w = self.word.load(Acquire);
-        let q = (w >> 32) as i64 - self.cancelled.load(Relaxed);
+        let q = (w >> 32) as i64 - self.dead.load(Relaxed);
         ((w & ADMITTED) as u32, q.max(0) as u32)
     }
 
@@ -281,7 +327,7 @@ impl<T> Gate<T> {
                 }
             }
             if let Some(limit) = self.max_queue {
-                let live = (w >> 32) as i64 - self.cancelled.load(Relaxed);
+                let live = (w >> 32) as i64 - self.dead.load(Relaxed);
                 if live >= limit as i64 {
                     return Enter::Rejected;
                 }
@@ -291,7 +337,10 @@ impl<T> Gate<T> {
                 .compare_exchange_weak(w, w + ONE_QUEUED, AcqRel, Relaxed)
             {
                 Ok(_) => {
-                    self.queue.push(node());
+                    let n = node();
+                    #[cfg(all(test, not(loom)))]
+                    let _log = self.log_push(&n);
+                    self.queue.push(n);
                     return Enter::Queued;
                 }
                 Err(now) => w = now,
@@ -302,7 +351,22 @@ impl<T> Gate<T> {
     /// The owner of a node that [`Node::cancel`]led it (it stays in the
     /// queue until a handover skips it).
     pub(crate) fn node_cancelled(&self) {
-        self.cancelled.fetch_add(1, Relaxed);
+        self.dead.fetch_add(1, Relaxed);
+    }
+
+    /// A holder hands its slot to the queued node `n` out of turn (a
+    /// waiter of its own loop, see `cohort`): what resumes that waiter, or
+    /// `None` when `n` no longer waits (granted by a handover, or
+    /// cancelled), and the caller keeps its slot. Granted, `n` stays in the
+    /// queue, dead, until a handover skips it.
+    pub(crate) fn grant_out_of_turn(&self, n: &Node<T>) -> Option<T> {
+        let granted = n.grant();
+        if granted.is_some() {
+            self.dead.fetch_add(1, Relaxed);
+            #[cfg(all(test, not(loom)))]
+            self.log_grant(n);
+        }
+        granted
     }
 
     /// Gives one admitted slot up: hands it to the first live waiter (what
@@ -319,7 +383,7 @@ impl<T> Gate<T> {
                         if let Some(n) = self.take_committed() {
                             return Some(n);
                         }
-                        // It was cancelled: we still hold the slot.
+                        // It was dead: we still hold the slot.
                         w = self.word.load(Acquire);
                     }
                     Err(now) => w = now,
@@ -368,8 +432,8 @@ impl<T> Gate<T> {
     }
 
     /// Pops the node a `queued - 1` entitled us to and grants it, giving
-    /// what resumes its waiter; `None` when it had been cancelled (it is
-    /// dropped from the count then).
+    /// what resumes its waiter; `None` when it was dead (it is dropped
+    /// from the count, and goes to `spare`).
     fn take_committed(&self) -> Option<T> {
         let n = loop {
             if let Some(n) = self.queue.try_pop() {
@@ -382,10 +446,35 @@ impl<T> Gate<T> {
             std::thread::yield_now();
         };
         let granted = n.grant();
-        if granted.is_none() {
-            self.cancelled.fetch_sub(1, Relaxed);
+        match granted {
+            None => {
+                self.dead.fetch_sub(1, Relaxed);
+                (self.spare)(n);
+            }
+            #[cfg(all(test, not(loom)))]
+            Some(_) => self.log_grant(&n),
+            #[cfg(not(all(test, not(loom))))]
+            Some(_) => {}
         }
         granted
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl<T> Gate<T> {
+    /// Numbers `n` as it is pushed; the push happens under the returned
+    /// lock.
+    fn log_push(&self, n: &Node<T>) -> std::sync::MutexGuard<'_, OrderLog> {
+        let mut log = self.order.lock().unwrap();
+        n.arrival.store(log.pushed, Relaxed);
+        log.pushed += 1;
+        log
+    }
+
+    /// `n` was granted.
+    fn log_grant(&self, n: &Node<T>) {
+        let a = n.arrival.load(Relaxed);
+        self.order.lock().unwrap().grants.push(a);
     }
 }
 
@@ -660,6 +749,46 @@ mod loom_tests {
             }
             let granted = holder.join().unwrap();
             assert_eq!(granted, (!cancelled).then_some(0));
+            assert_eq!(g.counts(), (0, 0));
+            assert!(g.try_enter(), "the gate is free again");
+        });
+    }
+
+    /// Cohort handover: the holder of one slot grants a waiter of its own
+    /// loop out of turn while the holder of the other slot, on another
+    /// loop, releases in arrival order. Exactly one of them gives the
+    /// waiter a slot (the other keeps or frees its own), the waiter's
+    /// node, dead once granted out of turn, is skipped and counted out,
+    /// and every slot comes back: nothing admitted, nothing queued.
+    #[test]
+    fn out_of_turn_grant_races_a_release() {
+        model("out of turn vs release", 3, || {
+            let g = Arc::new(Gate::<u8>::new(2, None));
+            assert!(g.try_enter());
+            assert!(g.try_enter());
+            let (r, node) = g.enter_keeping(7);
+            assert_eq!(r, Enter::Queued);
+            let node = node.unwrap();
+            let g2 = g.clone();
+            let other = thread::spawn(move || {
+                let granted = g2.release();
+                if granted.is_some() {
+                    // The waiter got this slot: it leaves in time.
+                    assert!(g2.release().is_none());
+                }
+                granted
+            });
+            let mine = g.grant_out_of_turn(&node);
+            // Whoever granted it, the waiter leaves once (here, when this
+            // side did); this side's own slot goes back otherwise.
+            let _ = g.release();
+            let theirs = other.join().unwrap();
+            assert!(node.is_granted());
+            assert_eq!(
+                (mine.is_some(), theirs.is_some()),
+                (theirs.is_none(), mine.is_none()),
+                "exactly one grant"
+            );
             assert_eq!(g.counts(), (0, 0));
             assert!(g.try_enter(), "the gate is free again");
         });

@@ -1,6 +1,6 @@
 //! [`Limiter`]: concurrency and rate limits in one (spec 2.5).
 
-use super::{ISync, Mutex, Section, Throttle};
+use super::{Handover, ISync, Mutex, Section, Throttle};
 use crate::args::Args;
 use crate::error::{Error, StepResult};
 use crate::steps::step::Step;
@@ -108,6 +108,29 @@ impl Limiter {
             mutex: Mutex::new(o.concurrent, Some(o.max_queue)),
             throttle: Throttle::new(o.rate, o.period, Some(o.burst)),
         }
+    }
+
+    /// Sets how a freed concurrency slot is passed on while flows wait for
+    /// one (its [`Mutex`]'s [`with_handover`](Mutex::with_handover); the
+    /// default is `Handover::default()`). Flows waiting for the rate are
+    /// let in by periods, in arrival order.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::sync::{Handover, Limiter, LimiterOptions};
+    /// let l = Limiter::new(LimiterOptions::default()).with_handover(Handover::FIFO);
+    /// assert_eq!(l.handover(), Handover::FIFO);
+    /// ```
+    pub fn with_handover(self, h: Handover) -> Self {
+        Limiter {
+            mutex: self.mutex.with_handover(h),
+            throttle: self.throttle,
+        }
+    }
+
+    /// How a freed concurrency slot is passed on (see
+    /// [`with_handover`](Limiter::with_handover)).
+    pub fn handover(&self) -> Handover {
+        self.mutex.handover()
     }
 
     /// How many flows hold a concurrency slot and wait for one (its

@@ -6,7 +6,9 @@
 //! lock-free core, usable from flows on any loop of a
 //! [`Runtime`](crate::runtime::Runtime) at once. A flow that has to wait parks its
 //! step (no thread blocks, no OS lock is held); the flow that frees a slot
-//! hands it to the first waiter, which resumes on its own loop.
+//! hands it to a waiter, which resumes on its own loop: the oldest waiter
+//! of the freeing flow's loop first, for a bounded run, then the oldest
+//! waiter (cohort handover, see [`Handover`]).
 //!
 //! ```
 //! use futoin_asyncsteps::{sync::Mutex, AsyncSteps, TestTool};
@@ -22,12 +24,14 @@
 //! assert_eq!(tool.block_on::<(i32,)>(p).unwrap().0, 42);
 //! ```
 
+mod cohort;
 mod gate;
 mod in_place;
 mod limiter;
 mod mutex;
 mod throttle;
 
+pub use cohort::Handover;
 pub use limiter::{Limiter, LimiterCounts, LimiterOptions};
 pub use mutex::Mutex;
 pub use throttle::Throttle;
@@ -306,6 +310,11 @@ pub(crate) trait HoldCore: Guard {
     fn what(&self) -> &'static str;
     /// The gate of this object.
     fn gate(&self) -> &Gate<ExternalHandle>;
+    /// How a freed slot is passed on (a Throttle's are not: periods let
+    /// its waiters in, in arrival order).
+    fn handover(&self) -> Handover {
+        Handover::FIFO
+    }
     /// A flow was admitted (`queued == false`) or queued on the loop
     /// running `s` (Throttle: make sure the period timer runs).
     fn entered(self: Arc<Self>, _s: &mut Step<'_>, _queued: bool) {}
@@ -333,6 +342,12 @@ fn new_node(resume: ExternalHandle) -> Arc<Node<ExternalHandle>> {
         .ok()
         .flatten();
     Node::reuse(spare, resume)
+}
+
+/// A dead node a handover skipped: kept for the next waiters of this
+/// thread's loop when nobody else holds it (see [`Place::recycle`]).
+fn spare_node(n: Arc<Node<ExternalHandle>>) {
+    n.recycle();
 }
 
 /// A queued flow's node is its place in the queue.
@@ -477,6 +492,10 @@ fn enter<C: HoldCore>(
             node = Some(n.clone());
             n
         });
+        if let Some(n) = &node {
+            let here = s.tool().core.inbox.id;
+            cohort::queued(here, id, n, core.handover());
+        }
         // Record the outcome first, so nothing after it can lose a slot.
         let h = s.parent_hold(id).ok_or_else(lost)?;
         h.set_state(match r {

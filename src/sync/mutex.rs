@@ -1,5 +1,6 @@
 //! [`Mutex`]: at most `max` flows inside at once (spec 2.3).
 
+use super::cohort::{self, Handover};
 use super::gate::Gate;
 use super::{enter, resume, HoldCore, ISync, Section};
 use crate::args::Args;
@@ -7,13 +8,19 @@ use crate::error::{Error, StepResult};
 use crate::steps::external::ExternalHandle;
 use crate::steps::hold::Guard;
 use crate::steps::step::Step;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Lets at most `max` flows into its critical sections at once (spec
-/// `Mutex`); the others wait in a FIFO queue of at most `max_queue`
-/// (`None`: unbounded), and a flow that finds it full fails with
-/// `DefenseRejected`.
+/// `Mutex`); the others wait in a queue of at most `max_queue` (`None`:
+/// unbounded), and a flow that finds it full fails with `DefenseRejected`.
 ///
+/// - Order: a slot freed on a loop goes to the oldest waiter of that loop
+///   first, for a bounded run, then in arrival order (cohort handover; see
+///   [`Handover`] for the exact guarantee, and
+///   [`with_handover`](Mutex::with_handover) to change the bounds or keep
+///   strict arrival order).
 /// - Re-entrance: a flow (or parallel branch) inside may sync on the same
 ///   mutex again and passes straight through.
 /// - Parallel branches are separate flows: they never inherit their
@@ -61,6 +68,10 @@ pub(super) struct MutexCore {
     gate: Gate<ExternalHandle>,
     /// `max == 0` is kept, to be reported on use rather than panicking.
     max: u32,
+    /// [`Handover::run`].
+    run: AtomicU32,
+    /// [`Handover::time`], in nanoseconds (saturated).
+    time_ns: AtomicU64,
 }
 
 impl HoldCore for MutexCore {
@@ -70,16 +81,24 @@ impl HoldCore for MutexCore {
     fn gate(&self) -> &Gate<ExternalHandle> {
         &self.gate
     }
+    fn handover(&self) -> Handover {
+        Handover {
+            run: self.run.load(Relaxed),
+            time: Duration::from_nanos(self.time_ns.load(Relaxed)),
+        }
+    }
 }
 
 impl Guard for MutexCore {
     fn leave(&self) {
-        if let Some(n) = self.gate.release() {
+        let id = self as *const MutexCore as usize;
+        if let Some(n) = cohort::release(&self.gate, id, self.handover()) {
             resume(n);
         }
     }
     fn place_cancelled(&self) {
         self.gate.node_cancelled();
+        cohort::cancelled(self as *const MutexCore as usize);
     }
 }
 
@@ -117,10 +136,35 @@ impl Mutex {
     pub fn new(max: u32, max_queue: Option<u32>) -> Self {
         Mutex {
             core: Arc::new(MutexCore {
-                gate: Gate::new(max.max(1), max_queue),
+                gate: Gate::new(max.max(1), max_queue).with_spare(super::spare_node),
                 max,
+                run: AtomicU32::new(0),
+                time_ns: AtomicU64::new(0),
             }),
         }
+        .with_handover(Handover::default())
+    }
+
+    /// Sets how a freed slot is passed on while flows wait (see
+    /// [`Handover`]); the default is `Handover::default()`. It applies to
+    /// every clone of this mutex, from the next handover on.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::sync::{Handover, Mutex};
+    /// let m = Mutex::new(1, None).with_handover(Handover::FIFO);
+    /// assert_eq!(m.handover(), Handover::FIFO);
+    /// ```
+    pub fn with_handover(self, h: Handover) -> Self {
+        let core = &self.core;
+        core.run.store(h.run, Relaxed);
+        let ns = u64::try_from(h.time.as_nanos()).unwrap_or(u64::MAX);
+        core.time_ns.store(ns, Relaxed);
+        self
+    }
+
+    /// How a freed slot is passed on (see [`with_handover`](Mutex::with_handover)).
+    pub fn handover(&self) -> Handover {
+        self.core.handover()
     }
 
     /// Flows inside now and flows waiting (a recent snapshot).
@@ -148,6 +192,12 @@ impl Mutex {
     /// The `max` it was made with.
     pub(super) fn max(&self) -> u32 {
         self.core.max
+    }
+
+    /// Its gate, for the tests of the handover order.
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn gate(&self) -> &Gate<ExternalHandle> {
+        &self.core.gate
     }
 }
 

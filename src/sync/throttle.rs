@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Lets at most `max` flows enter its critical sections per `period`
-/// (spec `Throttle`); the others wait in a FIFO queue of at most
-/// `max_queue` (`None`: unbounded) and are let in at the start of the next
-/// periods, `max` at a time. A flow that finds the queue full fails with
-/// `DefenseRejected`.
+/// (spec `Throttle`); the others wait in a FIFO queue (arrival order,
+/// whatever their loop) of at most `max_queue` (`None`: unbounded) and are
+/// let in at the start of the next periods, `max` at a time. A flow that
+/// finds the queue full fails with `DefenseRejected`.
 ///
 /// The period starts with the first entry after an idle time and is driven
 /// by a timer on the loop of the flow that started it; the timer stops as

@@ -4,7 +4,7 @@ use crate::args::FromArgs;
 use crate::error::Error;
 use crate::steps::promise::Promise;
 use crate::steps::scheduler::{Scheduler, Stats};
-use crate::tool::{Core, Drain, HORIZON, MAX_DELAY};
+use crate::tool::{here, Core, Drain, HORIZON, MAX_DELAY};
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
@@ -147,6 +147,7 @@ impl TestTool {
     /// when none is left.
     fn run_ready_one(&mut self) -> bool {
         let TestTool { sched, turn, .. } = self;
+        here::enter(sched.core.inbox.id, Some(sched.core.now));
         // The rest of the current turn, else a new one.
         for _ in 0..2 {
             let t = turn.get_or_insert_with(|| {

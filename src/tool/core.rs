@@ -437,6 +437,7 @@ impl<H: Engine> Core<H> {
         // A fired timer is counted when its entry runs (not when it is
         // queued as well).
         let core = h.core();
+        super::here::enter(core.inbox.id, (!core.real_clock).then_some(core.now));
         core.fire_timers();
         let mut todo = core.queue.len();
         let mut n = Self::run_inbox(h);

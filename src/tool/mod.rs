@@ -11,6 +11,7 @@
 mod core;
 mod event_loop;
 mod handshake;
+pub(crate) mod here;
 mod inbox;
 mod loop_fn;
 mod mailbox;

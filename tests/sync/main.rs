@@ -12,6 +12,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cohort;
 mod fast_paths;
 mod handlers;
 mod handover;
