@@ -54,7 +54,10 @@ use std::time::{Duration, Instant};
 /// before it may pass it up to `run` times again, and a new run begins
 /// only after a slot went to a waiter older than it.
 ///
-/// `Handover::FIFO` (a run of 0) keeps strict arrival order.
+/// `Handover::FIFO` (a run of 0) keeps strict arrival order. A run asks
+/// for at most 65,536 handovers (a larger `run` counts as that): each
+/// handover of a run leaves a dead node in the lock-free queue until the
+/// run ends.
 ///
 /// ```
 /// use futoin_asyncsteps::sync::{Handover, Mutex};
@@ -167,11 +170,10 @@ thread_local! {
 }
 
 /// A flow of loop `loop_id` queued `node` on object `id`: the newest
-/// waiter of that loop's cohort (not kept under `Handover::FIFO`).
-pub(crate) fn queued(loop_id: u64, id: usize, node: &Arc<Node<ExternalHandle>>, h: Handover) {
-    if h.run == 0 {
-        return;
-    }
+/// waiter of that loop's cohort. Kept whatever the object's [`Handover`]
+/// (it may change while flows wait), so a loop's waiters are always in
+/// order there.
+pub(crate) fn queued(loop_id: u64, id: usize, node: &Arc<Node<ExternalHandle>>) {
     let _ = COHORTS.try_with(|m| {
         let Ok(mut m) = m.try_borrow_mut() else {
             return;
@@ -212,23 +214,29 @@ pub(crate) fn cancelled(id: usize) {
 
 /// A flow of the loop this thread runs gives up one slot of object `id`,
 /// whose gate is `gate`: what resumes the waiter that gets it, if any
-/// (see the module docs). Called outside any loop's work (a flow dropped
-/// with its tool), it hands the slot on in arrival order.
+/// (see the module docs). A thread with no cohort (no waiter of its loops
+/// anywhere, no run going), and code run outside any loop's work (see
+/// `tool::here`), hand the slot on in queue order at once.
 pub(crate) fn release(
     gate: &Gate<ExternalHandle>,
     id: usize,
     h: Handover,
 ) -> Option<ExternalHandle> {
-    let Some(here) = crate::tool::here::here().filter(|_| h.run > 0) else {
-        return gate.release();
+    let none = COHORTS
+        .try_with(|m| m.try_borrow().map_or(true, |m| m.is_empty()))
+        .unwrap_or(true);
+    let here = match crate::tool::here::here() {
+        Some(here) if !none => here,
+        _ => return gate.release(),
     };
     let key = (here.id, id);
+    let run = h.run.min(MAX_RUN);
     let local = COHORTS
         .try_with(|m| {
             let mut m = m.try_borrow_mut().ok()?;
             let c = m.get_mut(&key)?;
             c.skip_dead();
-            if c.waiters.is_empty() || c.run >= h.run {
+            if c.waiters.is_empty() || c.run >= run {
                 return None;
             }
             let now = here.now();
@@ -255,22 +263,35 @@ pub(crate) fn release(
         return local;
     }
     let r = gate.release();
-    if r.as_ref().is_none_or(|w| w.loop_id() != here.id) {
-        // The slot left this loop, or nobody waits: a new run may begin.
-        let _ = COHORTS.try_with(|m| {
-            if let Ok(mut m) = m.try_borrow_mut() {
-                if let Some(c) = m.get_mut(&key) {
-                    c.run = 0;
-                    c.start = None;
-                    c.skip_dead();
-                    if c.is_idle() {
-                        m.remove(&key);
-                    }
-                }
-            }
-        });
-    }
+    let left = r.as_ref().is_none_or(|w| w.loop_id() != here.id);
+    let _ = COHORTS.try_with(|m| {
+        let Ok(mut m) = m.try_borrow_mut() else {
+            return;
+        };
+        let Some(c) = m.get_mut(&key) else { return };
+        // A waiter of this loop granted in queue order was its oldest.
+        c.skip_dead();
+        if left {
+            // The slot left this loop, or nobody waits: a new run may
+            // begin.
+            c.run = 0;
+            c.start = None;
+        }
+        if c.is_idle() {
+            m.remove(&key);
+        }
+    });
     r
+}
+
+/// The longest run [`Handover::run`] may ask for: each handover of a run
+/// leaves a dead node in the gate's queue until the run ends.
+pub(crate) const MAX_RUN: u32 = 65_536;
+
+/// Cohorts kept by this thread (tests check that none is left behind).
+#[cfg(all(test, not(loom)))]
+pub(crate) fn entries() -> usize {
+    COHORTS.with(|m| m.borrow().len())
 }
 
 #[cfg(all(test, not(loom)))]
@@ -338,6 +359,7 @@ mod tests {
             for p in ps {
                 tool.block_on(p).unwrap();
             }
+            assert_eq!(entries(), 0, "a cohort left behind");
         })
     }
 
@@ -375,6 +397,65 @@ mod tests {
         );
         assert!(worst <= RUN as usize, "passed {worst} times");
         assert!(runs_passed > 0, "no run ever passed a waiter");
+    }
+
+    /// A loop keeps nothing once its waiters are gone: granted within a
+    /// run, in queue order, or given up (a timeout while queued), under
+    /// either handover.
+    #[test]
+    fn no_cohort_is_left_once_the_waiters_are_gone() {
+        use crate::error::codes;
+        use crate::TestTool;
+        for h in [Handover::default(), Handover::FIFO] {
+            let mut tool = TestTool::new();
+            let m = Mutex::new(1, None).with_handover(h);
+            let mut holder = AsyncSteps::new();
+            holder.sync(&m, |s, ()| {
+                s.set_timeout(Duration::from_millis(10));
+                Ok(())
+            });
+            let hp = holder.promise::<()>(&mut tool);
+            // A lone waiter that gives up: only the cancel can clean up.
+            let mut w0 = AsyncSteps::new();
+            let m0 = m.clone();
+            w0.add(move |s, ()| {
+                s.set_timeout(Duration::from_millis(2));
+                s.sync(&m0, |_, ()| Ok(()));
+                Ok(())
+            });
+            let p0 = w0.promise::<()>(&mut tool);
+            tool.run_all_ready();
+            assert_eq!((m.counts(), entries()), ((1, 1), 1));
+            tool.advance(Duration::from_millis(3));
+            assert_eq!((m.counts(), entries()), ((1, 0), 0), "{h:?}");
+            assert_eq!(tool.block_on(p0).unwrap_err().code(), codes::TIMEOUT);
+            let mut ps = Vec::new();
+            for i in 0..4u64 {
+                let mut w = AsyncSteps::new();
+                let m = m.clone();
+                // The first two give up after 5 ms.
+                let limit = if i < 2 { 5 } else { 100 };
+                w.add(move |s, ()| {
+                    s.set_timeout(Duration::from_millis(limit));
+                    s.sync(&m, |_, ()| Ok(()));
+                    Ok(())
+                });
+                ps.push(w.promise::<()>(&mut tool));
+            }
+            tool.run_all_ready();
+            assert_eq!((m.counts(), entries()), ((1, 4), 1));
+            tool.advance(Duration::from_millis(5));
+            assert_eq!((m.counts(), entries()), ((1, 2), 1));
+            tool.run_all();
+            assert_eq!(tool.block_on(hp).unwrap_err().code(), codes::TIMEOUT);
+            let ends: Vec<_> = ps
+                .into_iter()
+                .map(|p| tool.block_on(p).map_err(|e| e.code().to_owned()))
+                .collect();
+            let timeout = Err(codes::TIMEOUT.to_owned());
+            assert_eq!(ends, [timeout.clone(), timeout, Ok(()), Ok(())], "{h:?}");
+            assert_eq!((m.counts(), entries()), ((0, 0), 0), "{h:?}");
+        }
     }
 
     /// Under strict FIFO nobody is ever passed (the same measure reads 0).

@@ -89,8 +89,12 @@ pub(crate) type Spare<T> = fn(Arc<Node<T>>);
 // after the last `Arc` is gone (the `Arc` count orders it after any take).
 // So no two threads ever access it. The write at construction happens
 // before the winner's take: the granter got the node from the queue (the
-// push synchronises with the pop), the canceller is the waiter that made
-// it. Moving the `T` out to another thread needs `T: Send`.
+// push synchronises with the pop), or, granting out of turn, from its own
+// thread's cohort, which the waiter's thread (that same thread: a cohort
+// belongs to one loop) filled after making the node (program order); the
+// canceller is the waiter that made it. A node made by `reuse` is written
+// through `Arc::get_mut`, whose acquire orders the last other `Arc`'s drop
+// before it. Moving the `T` out to another thread needs `T: Send`.
 unsafe impl<T: Send> Sync for Node<T> {}
 
 impl<T> Node<T> {
@@ -248,8 +252,9 @@ pub(crate) struct Gate<T> {
     word: AtomicU64,
     /// Queued nodes that are dead (cancelled, or granted out of turn) and
     /// not popped yet (can dip below zero for a moment: a pop may skip a
-    /// node before the one that killed it counts it). Only the counts and
-    /// the queue-limit check read it.
+    /// node before the one that killed it counts it, and the live count
+    /// then reads one too high). Only the counts and the queue-limit check
+    /// read it.
     dead: AtomicI64,
     queue: Queue<T>,
     max: u32,

@@ -310,8 +310,12 @@ pub(crate) trait HoldCore: Guard {
     fn what(&self) -> &'static str;
     /// The gate of this object.
     fn gate(&self) -> &Gate<ExternalHandle>;
-    /// How a freed slot is passed on (a Throttle's are not: periods let
-    /// its waiters in, in arrival order).
+    /// Whether a freed slot is passed on by cohort handover (a Mutex),
+    /// so each loop keeps its waiters in a cohort; a Throttle's slots come
+    /// with its periods, in arrival order.
+    const HANDS_OVER: bool = false;
+
+    /// How a freed slot is passed on (see `HANDS_OVER`).
     fn handover(&self) -> Handover {
         Handover::FIFO
     }
@@ -492,9 +496,9 @@ fn enter<C: HoldCore>(
             node = Some(n.clone());
             n
         });
-        if let Some(n) = &node {
+        if let Some(n) = node.as_ref().filter(|_| C::HANDS_OVER) {
             let here = s.tool().core.inbox.id;
-            cohort::queued(here, id, n, core.handover());
+            cohort::queued(here, id, n);
         }
         // Record the outcome first, so nothing after it can lose a slot.
         let h = s.parent_hold(id).ok_or_else(lost)?;

@@ -31,10 +31,11 @@ use std::time::Duration;
 ///   success, error, cancel or timeout. A flow cancelled while queued
 ///   leaves the queue. The next waiter resumes on its own loop.
 /// - Lock-free: the uncontended path is one CAS; see the module docs.
-/// - `max_queue` counts live waiters (cancelled ones leave the count at
-///   once). While another thread is in the middle of a handover that skips
-///   a cancelled waiter, one extra flow may be queued past the limit (at
-///   most one per handover in progress).
+/// - `max_queue` counts live waiters (one that gives up, or is handed a
+///   slot, leaves the count at once). While another thread is in the
+///   middle of a handover, the count may be off by one for a moment, in
+///   either direction: one flow more may be queued past the limit, or one
+///   turned away a waiter early (at most one per handover in progress).
 ///
 /// ```
 /// use futoin_asyncsteps::{sync::Mutex, AsyncSteps, TestTool};
@@ -75,6 +76,8 @@ pub(super) struct MutexCore {
 }
 
 impl HoldCore for MutexCore {
+    const HANDS_OVER: bool = true;
+
     fn what(&self) -> &'static str {
         "Mutex"
     }

@@ -147,7 +147,7 @@ impl TestTool {
     /// when none is left.
     fn run_ready_one(&mut self) -> bool {
         let TestTool { sched, turn, .. } = self;
-        here::enter(sched.core.inbox.id, Some(sched.core.now));
+        let _here = here::Mark::new(sched.core.inbox.id, Some(sched.core.now));
         // The rest of the current turn, else a new one.
         for _ in 0..2 {
             let t = turn.get_or_insert_with(|| {

@@ -2,11 +2,10 @@
 //! code that runs inside a loop's work without being handed the loop (a
 //! sync object's slot given back when a step's frame is dropped).
 //!
-//! A loop marks itself at the start of each pass (`Core::run_pass`) and
-//! `TestTool` at each event; the mark stays until another loop of the same
-//! thread runs. A thread that runs one loop (every loop of a `Runtime`, an
-//! `AsyncTool`) therefore always reads its own loop; one that runs several
-//! `TestTool`s reads the one whose event runs.
+//! A loop marks itself for the time of each pass (`Core::run_pass`), of
+//! each event (`TestTool`), and of its drop (`Scheduler`'s, which cancels
+//! its flows); the mark before it comes back after. Code run outside any
+//! of these reads no loop (`None`), rather than whichever ran last.
 
 use std::cell::Cell;
 use std::time::Instant;
@@ -31,12 +30,29 @@ thread_local! {
     static HERE: Cell<Option<Here>> = const { Cell::new(None) };
 }
 
-/// Marks loop `id` as the one this thread runs; `virtual_now` is its time
-/// when its clock is virtual.
-#[inline]
-pub(crate) fn enter(id: u64, virtual_now: Option<Instant>) {
-    // `try_with`: a loop run during thread-local teardown is not marked.
-    let _ = HERE.try_with(|h| h.set(Some(Here { id, virtual_now })));
+/// Loop `id` marked as the one this thread runs, until the value is
+/// dropped (the mark before it comes back then); `virtual_now` is its
+/// time when its clock is virtual.
+#[must_use = "the mark lasts as long as the value"]
+pub(crate) struct Mark(Option<Here>);
+
+impl Mark {
+    #[inline]
+    pub(crate) fn new(id: u64, virtual_now: Option<Instant>) -> Mark {
+        // `try_with`: a loop run during thread-local teardown is not marked.
+        let before = HERE
+            .try_with(|h| h.replace(Some(Here { id, virtual_now })))
+            .ok()
+            .flatten();
+        Mark(before)
+    }
+}
+
+impl Drop for Mark {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = HERE.try_with(|h| h.set(self.0));
+    }
 }
 
 /// The loop this thread runs, if it has run one.
@@ -51,18 +67,23 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn the_mark_is_the_last_loop_entered_with_its_clock() {
+    fn a_mark_lasts_as_long_as_its_value_and_restores_the_one_before() {
         std::thread::spawn(|| {
             assert_eq!(here(), None);
             let t = Instant::now() + Duration::from_secs(5);
-            enter(7, Some(t));
+            let outer = Mark::new(7, Some(t));
             let h = here().expect("marked");
             assert_eq!((h.id, h.now()), (7, t));
-            enter(8, None);
-            let before = Instant::now();
-            let h = here().expect("marked");
-            assert_eq!(h.id, 8);
-            assert!(h.now() >= before, "the real clock");
+            {
+                let _inner = Mark::new(8, None);
+                let before = Instant::now();
+                let h = here().expect("marked");
+                assert_eq!(h.id, 8);
+                assert!(h.now() >= before, "the real clock");
+            }
+            assert_eq!(here().map(|h| h.id), Some(7), "the outer mark is back");
+            drop(outer);
+            assert_eq!(here(), None);
         })
         .join()
         .unwrap();

@@ -80,23 +80,36 @@ impl Two {
     }
 }
 
-/// The log of a holder on A releasing a Mutex(1) with `h` to waiters that
-/// queued in this order: b1 on B, a1..a5 on A, b2 on B.
-fn order_with(h: Handover) -> Vec<String> {
+/// The log of a holder on A releasing a Mutex(1) with `h` to waiters
+/// that queued in the order of `queue` (on B or not, and a name), each
+/// section empty.
+fn order_of(h: Handover, queue: &[(bool, &'static str)]) -> Vec<String> {
     let mut two = Two::new();
     let m = Mutex::new(1, None).with_handover(h);
     let (r, slot) = (log(), HandleSlot::default());
     two.holder(&m, &slot);
-    two.waiter(true, &m, &r, "b1", Duration::ZERO);
-    for name in ["a1", "a2", "a3", "a4", "a5"] {
-        two.waiter(false, &m, &r, name, Duration::ZERO);
+    for &(on_b, name) in queue {
+        two.waiter(on_b, &m, &r, name, Duration::ZERO);
     }
-    two.waiter(true, &m, &r, "b2", Duration::ZERO);
-    assert_eq!(m.counts(), (1, 7));
+    assert_eq!(m.counts(), (1, queue.len() as u32));
     slot.take().success(()).unwrap();
     two.settle();
     assert_eq!(m.counts(), (0, 0));
     r.get()
+}
+
+/// [`order_of`] with b1 on B, a1..a5 on A, b2 on B.
+fn order_with(h: Handover) -> Vec<String> {
+    let q = [
+        (true, "b1"),
+        (false, "a1"),
+        (false, "a2"),
+        (false, "a3"),
+        (false, "a4"),
+        (false, "a5"),
+        (true, "b2"),
+    ];
+    order_of(h, &q)
 }
 
 #[test]
@@ -114,6 +127,56 @@ fn a_run_on_the_releasing_loop_ends_at_its_count_then_the_oldest_waiter_goes_fir
         ["a1", "a2", "a3", "b1", "b2", "a4", "a5"],
         "run of 3, then arrival order"
     );
+}
+
+#[test]
+fn a_loop_begins_a_new_run_once_the_slot_came_back_from_another() {
+    // Runs of one: A hands to a1, then in queue order to b1 (the slot
+    // leaves A); B hands to b2, then in queue order to a2; back on A, a
+    // new run hands to a3 past b3, which then gets it.
+    let h = Handover {
+        run: 1,
+        time: Duration::from_secs(3600),
+    };
+    let q = [
+        (true, "b1"),
+        (false, "a1"),
+        (true, "b2"),
+        (false, "a2"),
+        (true, "b3"),
+        (false, "a3"),
+    ];
+    assert_eq!(order_of(h, &q), ["a1", "b1", "b2", "a2", "a3", "b3"]);
+}
+
+#[test]
+fn no_new_run_begins_while_the_slot_stays_on_its_loop() {
+    // Runs of one: A hands to a1; its run spent, the queue's order gives
+    // a2 (A's own, the oldest), and the run stays spent: b1 comes before
+    // a3.
+    let h = Handover {
+        run: 1,
+        time: Duration::from_secs(3600),
+    };
+    let q = [(false, "a1"), (false, "a2"), (true, "b1"), (false, "a3")];
+    assert_eq!(order_of(h, &q), ["a1", "a2", "b1", "a3"]);
+}
+
+#[test]
+fn a_loops_waiters_keep_their_order_when_the_handover_changes_while_they_wait() {
+    // a1 queues under strict FIFO; a clone switches to runs; a2 queues.
+    // The run hands over within A in A's order: a1 first.
+    let mut two = Two::new();
+    let m = Mutex::new(1, None).with_handover(Handover::FIFO);
+    let (r, slot) = (log(), HandleSlot::default());
+    two.holder(&m, &slot);
+    two.waiter(false, &m, &r, "a1", Duration::ZERO);
+    let m2 = m.clone().with_handover(Handover::default());
+    assert_eq!(m.handover(), Handover::default(), "clones share it");
+    two.waiter(false, &m2, &r, "a2", Duration::ZERO);
+    slot.take().success(()).unwrap();
+    two.settle();
+    assert_eq!(r.get(), ["a1", "a2"]);
 }
 
 #[test]
