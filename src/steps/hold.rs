@@ -9,12 +9,13 @@ use crate::steps::scheduler::Scheduler;
 use crate::steps::step::Step;
 use std::sync::Arc;
 
-/// What a shared object does when a flow's stake in it ends.
+/// What a shared object does when a flow's stake in it ends; `home` is
+/// the id of the flow's loop (`Inbox::id`), which runs the call.
 pub(crate) trait Guard: Send + Sync + 'static {
     /// A flow that was admitted leaves (a Mutex frees its slot).
-    fn leave(&self);
+    fn leave(&self, home: u64);
     /// A flow's place in the queue was cancelled before it was granted.
-    fn place_cancelled(&self);
+    fn place_cancelled(&self, home: u64);
 }
 
 /// A flow's place in a shared object's queue.
@@ -39,6 +40,9 @@ pub(crate) struct Hold {
     pub(crate) id: usize,
     guard: Arc<dyn Guard>,
     state: HoldState,
+    /// The flow's loop (`Inbox::id`): a flow never leaves it, so the
+    /// stake ends there.
+    home: u64,
 }
 
 /// Where a flow stands with the object.
@@ -52,8 +56,9 @@ pub(crate) enum HoldState {
 }
 
 impl Hold {
-    /// A stake in the object `id` behind `guard`, admitted already or not.
-    pub(crate) fn new(id: usize, guard: Arc<dyn Guard>, held: bool) -> Self {
+    /// A stake of a flow of loop `home` in the object `id` behind `guard`,
+    /// admitted already or not.
+    pub(crate) fn new(id: usize, guard: Arc<dyn Guard>, held: bool, home: u64) -> Self {
         Hold {
             id,
             guard,
@@ -62,6 +67,7 @@ impl Hold {
             } else {
                 HoldState::Pending
             },
+            home,
         }
     }
 
@@ -84,12 +90,12 @@ impl Drop for Hold {
     fn drop(&mut self) {
         match std::mem::replace(&mut self.state, HoldState::Pending) {
             HoldState::Pending => {}
-            HoldState::Held => self.guard.leave(),
+            HoldState::Held => self.guard.leave(self.home),
             HoldState::Queued(n) => {
                 if n.cancel() {
-                    self.guard.place_cancelled();
+                    self.guard.place_cancelled(self.home);
                 } else {
-                    self.guard.leave();
+                    self.guard.leave(self.home);
                 }
                 n.recycle();
             }

@@ -472,9 +472,6 @@ impl Engine for Scheduler {
 
 impl Drop for Scheduler {
     fn drop(&mut self) {
-        // The flows' stakes in sync objects are given back below, by this
-        // loop (see `tool::here`).
-        let _here = crate::tool::here::Mark::new(self.core.inbox.id, self.core.virtual_now());
         // Cancel what still runs so cancel callbacks fire and waiters get
         // an answer (the loop core, dropped next, answers the messages).
         let keys: Vec<FlowKey> = self.flows.keys().collect();

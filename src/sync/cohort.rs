@@ -43,9 +43,10 @@ use std::time::{Duration, Instant};
 ///
 /// **The order guarantee.** Waiters of one loop always get slots in their
 /// arrival order. A waiter is *passed* when a slot goes to a flow that
-/// began waiting after it. Only a run passes anyone, and a run passes
-/// waiters of other loops only: at most `run` times each, and never after
-/// `time` from its first handover. When a run ends, the loop's slots go
+/// began waiting after it. A handover to the only waiter passes nobody
+/// and is no part of a run. Only a run passes anyone, and a run passes
+/// waiters of other loops only: at most `run` times each, and never
+/// `time` or more after the run's first handover. When a run ends, the loop's slots go
 /// in arrival order (to its own waiters while they are the oldest, which
 /// passes nobody) until one goes to a waiter of another loop; only then
 /// may that loop begin a new run. So on two loops with one slot (a
@@ -105,6 +106,7 @@ impl Default for Handover {
 }
 
 /// A loop's waiters of one object, and its run.
+#[derive(Default)]
 struct Cohort {
     /// Nodes of this loop's waiters, oldest first; some may be dead
     /// already (granted by a handover of another loop, or cancelled),
@@ -161,11 +163,81 @@ impl std::hash::Hasher for KeyHasher {
     }
 }
 
-type Cohorts = HashMap<Key, Cohort, std::hash::BuildHasherDefault<KeyHasher>>;
+/// The cohorts of the loops of one thread, for each object that has
+/// waiters there or a run going; an entry goes once it has neither.
+#[derive(Default)]
+struct Cohorts {
+    /// The cohort made last, kept when it goes idle (an idle cohort holds
+    /// nothing, and serves the next object that needs one): a loop that
+    /// waits on one object at a time hashes nothing.
+    one: Option<(Key, Cohort)>,
+    /// The others.
+    map: HashMap<Key, Cohort, std::hash::BuildHasherDefault<KeyHasher>>,
+    /// Emptied waiter lists of cohorts that went, kept for the next ones:
+    /// a Mutex that one flow at a time waits for would otherwise allocate
+    /// and free a list at each wait.
+    spare: Vec<VecDeque<Arc<Node<ExternalHandle>>>>,
+}
+
+/// At most this many emptied waiter lists are kept per thread.
+const SPARE_LISTS: usize = 16;
+
+impl Cohorts {
+    /// No cohort holds anything.
+    fn is_empty(&self) -> bool {
+        self.map.is_empty() && self.one.as_ref().is_none_or(|(_, c)| c.is_idle())
+    }
+
+    /// The cohort of `key`, made (with a kept list, if any) if needed.
+    fn entry(&mut self, key: Key) -> &mut Cohort {
+        let in_one = self.one.as_ref().map(|(k, c)| (*k == key, c.is_idle()));
+        let in_map = !self.map.is_empty() && self.map.contains_key(&key);
+        match in_one {
+            // The idle one serves `key` (which is in no other cohort).
+            None | Some((false, true)) if !in_map => {
+                let one = self.one.get_or_insert_with(|| (key, Cohort::default()));
+                one.0 = key;
+                &mut one.1
+            }
+            Some((true, _)) => &mut self.one.as_mut().expect("checked").1,
+            _ => {
+                let spare = &mut self.spare;
+                self.map.entry(key).or_insert_with(|| Cohort {
+                    waiters: spare.pop().unwrap_or_default(),
+                    ..Cohort::default()
+                })
+            }
+        }
+    }
+
+    fn get_mut(&mut self, key: &Key) -> Option<&mut Cohort> {
+        if self.one.as_ref().is_some_and(|(k, _)| k == key) {
+            return self.one.as_mut().map(|(_, c)| c);
+        }
+        if self.map.is_empty() {
+            return None;
+        }
+        self.map.get_mut(key)
+    }
+
+    /// Drops the cohort of `key` if it is idle, keeping its list (the
+    /// one made last stays, idle).
+    fn remove_if_idle(&mut self, key: &Key) {
+        if self.map.is_empty() {
+            return;
+        }
+        if self.map.get(key).is_some_and(Cohort::is_idle) {
+            if let Some(c) = self.map.remove(key) {
+                if self.spare.len() < SPARE_LISTS {
+                    self.spare.push(c.waiters);
+                }
+            }
+        }
+    }
+}
 
 thread_local! {
-    /// The cohorts of the loops of this thread, for each object that has
-    /// waiters there or a run going; an entry goes once it has neither.
+    /// This thread's cohorts (see [`Cohorts`]).
     static COHORTS: RefCell<Cohorts> = RefCell::new(Cohorts::default());
 }
 
@@ -178,110 +250,128 @@ pub(crate) fn queued(loop_id: u64, id: usize, node: &Arc<Node<ExternalHandle>>) 
         let Ok(mut m) = m.try_borrow_mut() else {
             return;
         };
-        let c = m.entry((loop_id, id)).or_insert_with(|| Cohort {
-            waiters: VecDeque::new(),
-            run: 0,
-            start: None,
-        });
+        let c = m.entry((loop_id, id));
         c.skip_dead();
         c.waiters.push_back(node.clone());
     });
 }
 
-/// A waiter of object `id` on the loop this thread runs left the queue
-/// before it was granted (cancel, timeout, its loop shutting down): the
-/// dead nodes at both ends of the cohort go, and the cohort once it is
-/// idle, so a loop that goes away leaves nothing behind.
-pub(crate) fn cancelled(id: usize) {
-    let Some(here) = crate::tool::here::here() else {
-        return;
-    };
+/// A waiter of object `id` on loop `home` (this thread's) left the
+/// queue before it was granted (cancel, timeout, its loop shutting down):
+/// the dead nodes at both ends of the cohort go, and the cohort once it
+/// is idle, so a loop that goes away leaves nothing behind.
+pub(crate) fn cancelled(id: usize, home: u64) {
     let _ = COHORTS.try_with(|m| {
         let Ok(mut m) = m.try_borrow_mut() else {
             return;
         };
-        let key = (here.id, id);
+        let key = (home, id);
         let Some(c) = m.get_mut(&key) else { return };
         c.skip_dead();
         while c.waiters.back().is_some_and(|n| !n.is_waiting()) {
             c.waiters.pop_back();
         }
-        if c.is_idle() {
-            m.remove(&key);
-        }
+        m.remove_if_idle(&key);
     });
 }
 
-/// A flow of the loop this thread runs gives up one slot of object `id`,
-/// whose gate is `gate`: what resumes the waiter that gets it, if any
-/// (see the module docs). A thread with no cohort (no waiter of its loops
-/// anywhere, no run going), and code run outside any loop's work (see
-/// `tool::here`), hand the slot on in queue order at once.
+/// A flow of loop `home` (this thread's) gives up one slot of object
+/// `id`, whose gate is `gate`: what resumes the waiter that gets it, if
+/// any (see the module docs). A thread with no cohort (no waiter of its
+/// loops anywhere, no run going) hands the slot on in queue order at once.
 pub(crate) fn release(
     gate: &Gate<ExternalHandle>,
     id: usize,
+    home: u64,
     h: Handover,
 ) -> Option<ExternalHandle> {
-    let none = COHORTS
-        .try_with(|m| m.try_borrow().map_or(true, |m| m.is_empty()))
-        .unwrap_or(true);
-    let here = match crate::tool::here::here() {
-        Some(here) if !none => here,
-        _ => return gate.release(),
-    };
-    let key = (here.id, id);
-    let run = h.run.min(MAX_RUN);
-    let local = COHORTS
-        .try_with(|m| {
-            let mut m = m.try_borrow_mut().ok()?;
-            let c = m.get_mut(&key)?;
-            c.skip_dead();
-            if c.waiters.is_empty() || c.run >= run {
-                return None;
-            }
-            let now = here.now();
-            match c.start {
-                Some(start) if c.run > 0 => {
-                    if now.saturating_duration_since(start) >= h.time {
-                        c.run = u32::MAX;
-                        return None;
-                    }
-                }
-                _ => c.start = Some(now),
-            }
-            while let Some(n) = c.waiters.pop_front() {
-                if let Some(r) = gate.grant_out_of_turn(&n) {
-                    c.run += 1;
-                    return Some(r);
-                }
-            }
-            None
+    COHORTS
+        .try_with(|m| match m.try_borrow_mut() {
+            Ok(mut m) if !m.is_empty() => m.release(gate, (home, id), h),
+            _ => gate.release(),
         })
-        .ok()
-        .flatten();
-    if local.is_some() {
-        return local;
-    }
-    let r = gate.release();
-    let left = r.as_ref().is_none_or(|w| w.loop_id() != here.id);
-    let _ = COHORTS.try_with(|m| {
-        let Ok(mut m) = m.try_borrow_mut() else {
-            return;
+        .unwrap_or_else(|_| gate.release())
+}
+
+impl Cohorts {
+    /// [`release`] for the cohort of `key`.
+    /// The gate's own release calls nothing of this module (a dead node
+    /// it skips goes to the node pool), so it runs within the borrow.
+    fn release(
+        &mut self,
+        gate: &Gate<ExternalHandle>,
+        key: Key,
+        h: Handover,
+    ) -> Option<ExternalHandle> {
+        let Some(c) = self.get_mut(&key) else {
+            return gate.release();
         };
-        let Some(c) = m.get_mut(&key) else { return };
+        c.skip_dead();
+        if let Some(r) = c.hand_within(gate, key.0, h) {
+            return Some(r);
+        }
+        let r = gate.release();
         // A waiter of this loop granted in queue order was its oldest.
         c.skip_dead();
-        if left {
+        if r.as_ref().is_none_or(|w| w.loop_id() != key.0) {
             // The slot left this loop, or nobody waits: a new run may
             // begin.
             c.run = 0;
             c.start = None;
         }
         if c.is_idle() {
-            m.remove(&key);
+            self.remove_if_idle(&key);
         }
-    });
-    r
+        r
+    }
+}
+
+impl Cohort {
+    /// Hands the slot to this cohort's oldest live waiter, out of turn,
+    /// if the run allows; `home` is the cohort's loop.
+    fn hand_within(
+        &mut self,
+        gate: &Gate<ExternalHandle>,
+        home: u64,
+        h: Handover,
+    ) -> Option<ExternalHandle> {
+        if self.waiters.is_empty() || self.run >= h.run.min(MAX_RUN) {
+            return None;
+        }
+        if gate.counts().1 <= 1 {
+            // The only waiter anywhere (a waiter that comes later is
+            // younger): handing it the slot passes nobody, so it does not
+            // count in a run. (The count can read one low while another
+            // thread skips a dead node; with one slot, only the holder
+            // does.)
+            return self.grant_front(gate);
+        }
+        let now = crate::tool::here::now_of(home);
+        match self.start {
+            Some(start) if self.run > 0 => {
+                if now.saturating_duration_since(start) >= h.time {
+                    self.run = u32::MAX;
+                    return None;
+                }
+            }
+            _ => self.start = Some(now),
+        }
+        let r = self.grant_front(gate);
+        if r.is_some() {
+            self.run += 1;
+        }
+        r
+    }
+
+    /// Grants the oldest live waiter out of turn.
+    fn grant_front(&mut self, gate: &Gate<ExternalHandle>) -> Option<ExternalHandle> {
+        while let Some(n) = self.waiters.pop_front() {
+            if let Some(r) = gate.grant_out_of_turn(&n) {
+                return Some(r);
+            }
+        }
+        None
+    }
 }
 
 /// The longest run [`Handover::run`] may ask for: each handover of a run
@@ -291,7 +381,10 @@ pub(crate) const MAX_RUN: u32 = 65_536;
 /// Cohorts kept by this thread (tests check that none is left behind).
 #[cfg(all(test, not(loom)))]
 pub(crate) fn entries() -> usize {
-    COHORTS.with(|m| m.borrow().len())
+    COHORTS.with(|m| {
+        let m = m.borrow();
+        m.map.len() + usize::from(m.one.as_ref().is_some_and(|(_, c)| !c.is_idle()))
+    })
 }
 
 #[cfg(all(test, not(loom)))]

@@ -54,7 +54,7 @@
 use super::mutex::Mutex;
 use super::throttle::Throttle;
 use super::Limiter;
-use super::{hold_of, id_of, HoldCore, ISync, Section};
+use super::{hold_of, home_of, id_of, HoldCore, ISync, Section};
 use crate::args::FromArgs;
 use crate::error::StepResult;
 use crate::steps::def::{name_of, NameFn};
@@ -140,7 +140,8 @@ where
     }
     let core = obj.into_core();
     O::admitted(&core, s);
-    s.run_in_place(hold_of(core, true), section);
+    let home = home_of(s);
+    s.run_in_place(hold_of(core, true, home), section);
     run_section(s, f)
 }
 
@@ -183,11 +184,13 @@ where
     if !inner {
         // The Limiter's own section runs in place (`async_stack` names it
         // so), and its Throttle takes `f` on the general path.
-        s.run_in_place(hold_of(core, true), name_of::<Limiter>());
+        let home = home_of(s);
+        s.run_in_place(hold_of(core, true, home), name_of::<Limiter>());
         let args = std::mem::take(s.args());
         return throttle.sync(s, args, Section::new(f));
     }
-    s.run_in_place(hold_of(core, true), section);
+    let home = home_of(s);
+    s.run_in_place(hold_of(core, true, home), section);
     let core = throttle.into_core();
     Throttle::admitted(&core, s);
     // The steps the Throttle's sub-step would have counted.
@@ -196,7 +199,8 @@ where
     // Its hold gives nothing back as it drops (a Throttle's slot comes
     // back with its period); on `async_stack`, the Limiter's own section
     // comes between the step and the section once there is a frame.
-    s.sched.section_inner = Some((hold_of(core, true), name_of::<Limiter>()));
+    let home = home_of(s);
+    s.sched.section_inner = Some((hold_of(core, true, home), name_of::<Limiter>()));
     let r = run_section(s, f);
     if s.sched.section.is_none() {
         // Done without a frame, the Mutex given back: so is the Throttle

@@ -377,9 +377,14 @@ impl Place for Node<ExternalHandle> {
     }
 }
 
-/// A flow's stake in the object behind `core`.
-fn hold_of<C: HoldCore>(core: Arc<C>, held: bool) -> Hold {
-    Hold::new(id_of(&core), core, held)
+/// The stake in the object behind `core` of a flow of loop `home`.
+fn hold_of<C: HoldCore>(core: Arc<C>, held: bool, home: u64) -> Hold {
+    Hold::new(id_of(&core), core, held, home)
+}
+
+/// The id of the loop running `s` (`Hold::new`'s `home`).
+fn home_of(s: &Step<'_>) -> u64 {
+    s.sched.core.inbox.id
 }
 
 /// The identity of a sync object: the address of its core, as in
@@ -454,7 +459,7 @@ fn enter<C: HoldCore>(
     let gate = core.gate();
     if gate.try_enter() {
         core.clone().entered(s, false);
-        let hold = hold_of(core, true);
+        let hold = hold_of(core, true, home_of(s));
         if engine_sync && s.may_merge_section() {
             match section.into_in_place() {
                 Ok(f) => {
@@ -482,7 +487,8 @@ fn enter<C: HoldCore>(
              ancestors hold (they release it after the branch ends)"
         )));
     }
-    s.add_hold(hold_of(core.clone(), false));
+    let home = home_of(s);
+    s.add_hold(hold_of(core.clone(), false, home));
     // Only the core is kept (one word: the closure stays in place); the
     // hold is found by its id.
     s.add(move |s, ()| {

@@ -93,15 +93,15 @@ impl HoldCore for MutexCore {
 }
 
 impl Guard for MutexCore {
-    fn leave(&self) {
+    fn leave(&self, home: u64) {
         let id = self as *const MutexCore as usize;
-        if let Some(n) = cohort::release(&self.gate, id, self.handover()) {
+        if let Some(n) = cohort::release(&self.gate, id, home, self.handover()) {
             resume(n);
         }
     }
-    fn place_cancelled(&self) {
+    fn place_cancelled(&self, home: u64) {
         self.gate.node_cancelled();
-        cohort::cancelled(self as *const MutexCore as usize);
+        cohort::cancelled(self as *const MutexCore as usize, home);
     }
 }
 

@@ -106,9 +106,9 @@ impl HoldCore for ThrottleCore {
 
 impl Guard for ThrottleCore {
     /// Nothing: a slot comes back with the next period.
-    fn leave(&self) {}
+    fn leave(&self, _home: u64) {}
 
-    fn place_cancelled(&self) {
+    fn place_cancelled(&self, _home: u64) {
         self.gate.node_cancelled();
     }
 }

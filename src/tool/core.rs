@@ -134,12 +134,6 @@ impl<H: Engine> Core<H> {
         self.real_clock = true;
     }
 
-    /// The loop's time when its clock is virtual (`TestTool`); `None` on
-    /// the real clock.
-    pub(crate) fn virtual_now(&self) -> Option<Instant> {
-        (!self.real_clock).then_some(self.now)
-    }
-
     /// Sources registered with this loop's reactor.
     pub(crate) fn io_waits(&self) -> usize {
         self.io.as_ref().map_or(0, |io| io.len())
@@ -443,7 +437,6 @@ impl<H: Engine> Core<H> {
         // A fired timer is counted when its entry runs (not when it is
         // queued as well).
         let core = h.core();
-        let _here = super::here::Mark::new(core.inbox.id, core.virtual_now());
         core.fire_timers();
         let mut todo = core.queue.len();
         let mut n = Self::run_inbox(h);

@@ -1,47 +1,39 @@
-//! Which loop the calling thread is running, and that loop's clock: for
-//! code that runs inside a loop's work without being handed the loop (a
-//! sync object's slot given back when a step's frame is dropped).
+//! The time of a loop for code that runs inside its work without being
+//! handed the loop (a sync object's slot given back when a step's frame
+//! is dropped): the real clock, or the virtual clock of the `TestTool`
+//! whose event runs on this thread.
 //!
-//! A loop marks itself for the time of each pass (`Core::run_pass`), of
-//! each event (`TestTool`), and of its drop (`Scheduler`'s, which cancels
-//! its flows); the mark before it comes back after. Code run outside any
-//! of these reads no loop (`None`), rather than whichever ran last.
+//! A `TestTool` marks itself for the time of each event; the mark before
+//! it comes back after. A real-time loop marks nothing (its passes pay
+//! nothing for this): its time is the real clock.
 
 use std::cell::Cell;
 use std::time::Instant;
 
-/// The loop the calling thread runs now (see the module docs).
+/// A virtual-clock loop whose event runs on this thread, and its time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Here {
+struct Here {
     /// The loop's id (`Inbox::id`).
-    pub(crate) id: u64,
-    /// A virtual clock's time (`TestTool`); `None`: the real clock.
-    virtual_now: Option<Instant>,
-}
-
-impl Here {
-    /// The loop's time now: the virtual clock, or the real one read now.
-    pub(crate) fn now(&self) -> Instant {
-        self.virtual_now.unwrap_or_else(Instant::now)
-    }
+    id: u64,
+    /// Its virtual time.
+    at: Instant,
 }
 
 thread_local! {
     static HERE: Cell<Option<Here>> = const { Cell::new(None) };
 }
 
-/// Loop `id` marked as the one this thread runs, until the value is
-/// dropped (the mark before it comes back then); `virtual_now` is its
-/// time when its clock is virtual.
+/// The virtual-clock loop `id` at time `at` marked as running on this
+/// thread until the value is dropped (the mark before it comes back then).
 #[must_use = "the mark lasts as long as the value"]
 pub(crate) struct Mark(Option<Here>);
 
 impl Mark {
-    #[inline]
-    pub(crate) fn new(id: u64, virtual_now: Option<Instant>) -> Mark {
-        // `try_with`: a loop run during thread-local teardown is not marked.
+    pub(crate) fn new(id: u64, at: Instant) -> Mark {
+        // `try_with`: an event run during thread-local teardown is not
+        // marked.
         let before = HERE
-            .try_with(|h| h.replace(Some(Here { id, virtual_now })))
+            .try_with(|h| h.replace(Some(Here { id, at })))
             .ok()
             .flatten();
         Mark(before)
@@ -49,16 +41,18 @@ impl Mark {
 }
 
 impl Drop for Mark {
-    #[inline]
     fn drop(&mut self) {
         let _ = HERE.try_with(|h| h.set(self.0));
     }
 }
 
-/// The loop this thread runs, if it has run one.
-#[inline]
-pub(crate) fn here() -> Option<Here> {
-    HERE.try_with(Cell::get).ok().flatten()
+/// The time now of loop `id`: its virtual time while one of its events
+/// runs on this thread, else the real clock.
+pub(crate) fn now_of(id: u64) -> Instant {
+    match HERE.try_with(Cell::get) {
+        Ok(Some(h)) if h.id == id => h.at,
+        _ => Instant::now(),
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -67,23 +61,27 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_mark_lasts_as_long_as_its_value_and_restores_the_one_before() {
+    fn a_mark_gives_its_loop_its_time_while_it_lasts() {
         std::thread::spawn(|| {
-            assert_eq!(here(), None);
-            let t = Instant::now() + Duration::from_secs(5);
-            let outer = Mark::new(7, Some(t));
-            let h = here().expect("marked");
-            assert_eq!((h.id, h.now()), (7, t));
-            {
-                let _inner = Mark::new(8, None);
+            let t = Instant::now() + Duration::from_secs(3600);
+            let real = |id| {
                 let before = Instant::now();
-                let h = here().expect("marked");
-                assert_eq!(h.id, 8);
-                assert!(h.now() >= before, "the real clock");
+                let n = now_of(id);
+                n >= before && n < t
+            };
+            assert!(real(7), "unmarked: the real clock");
+            let outer = Mark::new(7, t);
+            assert_eq!(now_of(7), t);
+            assert!(real(8), "another loop: the real clock");
+            {
+                let t2 = t + Duration::from_secs(1);
+                let _inner = Mark::new(8, t2);
+                assert_eq!(now_of(8), t2);
+                assert!(real(7), "the inner mark is the one that counts");
             }
-            assert_eq!(here().map(|h| h.id), Some(7), "the outer mark is back");
+            assert_eq!(now_of(7), t, "the outer mark is back");
             drop(outer);
-            assert_eq!(here(), None);
+            assert!(real(7));
         })
         .join()
         .unwrap();

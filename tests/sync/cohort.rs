@@ -180,6 +180,38 @@ fn a_loops_waiters_keep_their_order_when_the_handover_changes_while_they_wait() 
 }
 
 #[test]
+fn handing_the_slot_to_the_only_waiter_passes_nobody_and_does_not_count() {
+    // Runs of one. a1 waits alone when the holder leaves: that handover
+    // passes nobody and is not in a run. While a1 is inside, b1 then a2
+    // queue: a1's handover to a2 is the run's first (it passes b1).
+    let mut two = Two::new();
+    let m = Mutex::new(1, None).with_handover(Handover {
+        run: 1,
+        time: Duration::from_secs(3600),
+    });
+    let (r, slot, inside) = (log(), HandleSlot::default(), HandleSlot::default());
+    two.holder(&m, &slot);
+    let mut a1 = AsyncSteps::new();
+    let (r1, in1) = (r.clone(), inside.clone());
+    a1.sync(&m, move |s, ()| {
+        r1.push("a1");
+        in1.put(s.wait_external());
+        Ok(())
+    });
+    a1.execute(&mut two.a);
+    two.settle();
+    slot.take().success(()).unwrap();
+    two.settle();
+    assert_eq!(r.get(), ["a1"]);
+    two.waiter(true, &m, &r, "b1", Duration::ZERO);
+    two.waiter(false, &m, &r, "a2", Duration::ZERO);
+    inside.take().success(()).unwrap();
+    two.settle();
+    assert_eq!(r.get(), ["a1", "a2", "b1"]);
+    assert_eq!(m.counts(), (0, 0));
+}
+
+#[test]
 fn handover_fifo_keeps_arrival_order_across_loops() {
     assert_eq!(
         order_with(Handover::FIFO),
