@@ -25,7 +25,7 @@
 
 use super::gate::{Gate, Node};
 use crate::steps::external::ExternalHandle;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,6 +239,23 @@ impl Cohorts {
 thread_local! {
     /// This thread's cohorts (see [`Cohorts`]).
     static COHORTS: RefCell<Cohorts> = RefCell::new(Cohorts::default());
+    /// Whether a cohort of this thread holds anything (`!is_empty()`, as
+    /// of the last change): an uncontended release reads only this.
+    static ANY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` on this thread's cohorts (`None` while they are borrowed or
+/// torn down), then records whether any holds something.
+fn with_cohorts<R>(f: impl FnOnce(&mut Cohorts) -> R) -> Option<R> {
+    COHORTS
+        .try_with(|m| {
+            let mut m = m.try_borrow_mut().ok()?;
+            let r = f(&mut m);
+            let _ = ANY.try_with(|a| a.set(!m.is_empty()));
+            Some(r)
+        })
+        .ok()
+        .flatten()
 }
 
 /// A flow of loop `loop_id` queued `node` on object `id`: the newest
@@ -246,10 +263,7 @@ thread_local! {
 /// (it may change while flows wait), so a loop's waiters are always in
 /// order there.
 pub(crate) fn queued(loop_id: u64, id: usize, node: &Arc<Node<ExternalHandle>>) {
-    let _ = COHORTS.try_with(|m| {
-        let Ok(mut m) = m.try_borrow_mut() else {
-            return;
-        };
+    with_cohorts(|m| {
         let c = m.entry((loop_id, id));
         c.skip_dead();
         c.waiters.push_back(node.clone());
@@ -261,10 +275,7 @@ pub(crate) fn queued(loop_id: u64, id: usize, node: &Arc<Node<ExternalHandle>>) 
 /// the dead nodes at both ends of the cohort go, and the cohort once it
 /// is idle, so a loop that goes away leaves nothing behind.
 pub(crate) fn cancelled(id: usize, home: u64) {
-    let _ = COHORTS.try_with(|m| {
-        let Ok(mut m) = m.try_borrow_mut() else {
-            return;
-        };
+    with_cohorts(|m| {
         let key = (home, id);
         let Some(c) = m.get_mut(&key) else { return };
         c.skip_dead();
@@ -283,14 +294,12 @@ pub(crate) fn release(
     gate: &Gate<ExternalHandle>,
     id: usize,
     home: u64,
-    h: Handover,
+    h: impl FnOnce() -> Handover,
 ) -> Option<ExternalHandle> {
-    COHORTS
-        .try_with(|m| match m.try_borrow_mut() {
-            Ok(mut m) if !m.is_empty() => m.release(gate, (home, id), h),
-            _ => gate.release(),
-        })
-        .unwrap_or_else(|_| gate.release())
+    if !ANY.try_with(Cell::get).unwrap_or(false) {
+        return gate.release();
+    }
+    with_cohorts(|m| m.release(gate, (home, id), h())).unwrap_or_else(|| gate.release())
 }
 
 impl Cohorts {

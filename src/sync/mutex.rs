@@ -95,7 +95,7 @@ impl HoldCore for MutexCore {
 impl Guard for MutexCore {
     fn leave(&self, home: u64) {
         let id = self as *const MutexCore as usize;
-        if let Some(n) = cohort::release(&self.gate, id, home, self.handover()) {
+        if let Some(n) = cohort::release(&self.gate, id, home, || self.handover()) {
             resume(n);
         }
     }
