@@ -66,8 +66,21 @@ impl Two {
         std::mem::forget(p);
     }
 
-    /// Starts a flow on A that takes `m` and stays inside until the handle
-    /// left in `slot` completes.
+    /// Starts a flow on A whose section logs `name` and stays inside until
+    /// the handle left in `slot` completes; it runs until it waits.
+    fn stayer(&mut self, m: &Mutex, r: &Log, name: &'static str, slot: &HandleSlot) {
+        let mut root = AsyncSteps::new();
+        let (r, slot) = (r.clone(), slot.clone());
+        root.sync(m, move |s, ()| {
+            r.push(name);
+            slot.put(s.wait_external());
+            Ok(())
+        });
+        root.execute(&mut self.a);
+        self.settle();
+    }
+
+    /// A [`stayer`](Self::stayer) that logs nothing, taking a free `m`.
     fn holder(&mut self, m: &Mutex, slot: &HandleSlot) {
         let mut root = AsyncSteps::new();
         let slot = slot.clone();
@@ -191,15 +204,7 @@ fn handing_the_slot_to_the_only_waiter_passes_nobody_and_does_not_count() {
     });
     let (r, slot, inside) = (log(), HandleSlot::default(), HandleSlot::default());
     two.holder(&m, &slot);
-    let mut a1 = AsyncSteps::new();
-    let (r1, in1) = (r.clone(), inside.clone());
-    a1.sync(&m, move |s, ()| {
-        r1.push("a1");
-        in1.put(s.wait_external());
-        Ok(())
-    });
-    a1.execute(&mut two.a);
-    two.settle();
+    two.stayer(&m, &r, "a1", &inside);
     slot.take().success(()).unwrap();
     two.settle();
     assert_eq!(r.get(), ["a1"]);
@@ -331,14 +336,7 @@ fn a_waiter_granted_within_the_run_frees_its_place_in_the_queue_limit() {
     let (r, slot) = (log(), HandleSlot::default());
     two.holder(&m, &slot);
     let inside = HandleSlot::default();
-    let mut a1 = AsyncSteps::new();
-    let (r1, in1) = (r.clone(), inside.clone());
-    a1.sync(&m, move |s, ()| {
-        r1.push("a1");
-        in1.put(s.wait_external());
-        Ok(())
-    });
-    a1.execute(&mut two.a);
+    two.stayer(&m, &r, "a1", &inside);
     two.waiter(false, &m, &r, "a2", Duration::ZERO);
     let mut a3 = AsyncSteps::new();
     a3.sync(&m, |_, ()| Ok(()));
