@@ -119,6 +119,7 @@ mod util;
 
 pub use args::{ArgValue, Args, CustomValue, FromArgs, IntoArgs, SmallValue, Value};
 pub use error::step_error::{Error, StepResult};
+pub use error::WithCode;
 pub use state::State;
 pub use steps::async_tool::AsyncTool;
 pub use steps::external::ExternalHandle;

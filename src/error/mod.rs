@@ -4,7 +4,8 @@
 //!
 //! A step "throws" by returning `Err(Error)`. [`Step::error`](crate::Step::error)
 //! builds that value, so `return s.error("NotFound", "no such user")` and `?`
-//! both work. Loop control (`break_loop` / `continue_loop`) travels the same
+//! both work; [`WithCode`] names the code of any other failure for `?`
+//! (`"x".parse::<i64>().code("BadRequest")?`). Loop control (`break_loop` / `continue_loop`) travels the same
 //! way, with the reserved codes [`codes::LOOP_BREAK`] and [`codes::LOOP_CONT`].
 
 /// Standard FutoIn error codes (FTN3 / FTN12) and the few codes this crate adds.
@@ -53,5 +54,7 @@ pub mod codes {
 
 // Defined apart, so that they are reachable at the crate root only.
 pub(crate) mod step_error;
+mod with_code;
 
 pub(crate) use step_error::{Control, Error, StepResult};
+pub use with_code::WithCode;

@@ -84,6 +84,61 @@ impl Step<'_> {
             .cancel = Some(Box::new(on_cancel));
     }
 
+    /// Makes this step wait for `delay`, then succeed with no args: the
+    /// next step runs `delay` after this call (on a `TestTool`, `delay`
+    /// of its virtual time).
+    ///
+    /// It waits as [`wait_external`](Self::wait_external) does, with a
+    /// timer of the loop in place of a handle: a timeout of this step or
+    /// of one around it ends the wait with `Timeout`, and a cancel or an
+    /// error unwinding through the step cancels the timer (it runs this
+    /// step's cancel callback, set before or after, too). In an error
+    /// handler it fails the step with `InternalError`, as the other
+    /// waits do. A `delay` above 100 years counts as 100 years.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// use std::time::Duration;
+    ///
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     s.sleep(Duration::from_millis(250));
+    ///     Ok(())
+    /// });
+    /// root.add(|s, ()| s.success(("awake",)));
+    /// let p = root.promise(&mut tool);
+    /// tool.run_all_ready();
+    /// tool.advance(Duration::from_millis(249));
+    /// assert!(tool.pending().timers > 0, "still asleep");
+    /// tool.advance(Duration::from_millis(1));
+    /// assert_eq!(tool.block_on::<(&str,)>(p).unwrap().0, "awake");
+    /// assert_eq!(tool.elapsed(), Duration::from_millis(250));
+    /// ```
+    pub fn sleep(&mut self, delay: Duration) {
+        if !self.waiting_allowed("sleep() is not allowed in an error handler") {
+            return;
+        }
+        let h = self.wait_external();
+        let task = self.sched.deferred(delay, move |_| {
+            // Refused when the step ended meanwhile (its timer was
+            // cancelled then, but a completion may already be on its way).
+            let _ = h.success(());
+        });
+        // The timer goes with the step: chained before a cancel callback
+        // set earlier (a later `set_cancel` replaces both).
+        let r = self
+            .flow
+            .resources_of(&mut self.sched.spare_resources, self.sid, self.depth);
+        let before = r.cancel.take();
+        r.cancel = Some(Box::new(move |sched: &mut Scheduler| {
+            sched.cancel(task);
+            if let Some(f) = before {
+                f(sched);
+            }
+        }));
+    }
+
     /// Marks this step as waiting for an external event (spec `waitExternal`)
     /// and returns a `Send + Sync` handle that completes it from any thread.
     ///
