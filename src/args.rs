@@ -143,12 +143,15 @@ impl fmt::Debug for Value {
 /// A type that can travel as a success argument.
 ///
 /// Implemented for the primitives, `String` and `Vec<u8>` (stored inline
-/// in [`Value`]), and for `char`, `&'static str`, `Vec<String>` and
-/// `Option<T>` (any `T: Send + 'static`), which travel as custom values:
-/// in place when they fit one word ([`Value::Small`]), boxed otherwise.
+/// in [`Value`]), and for `char`, `&'static str`, `&'static [u8]`, and
+/// `Vec<T>`, `Option<T>`, `Box<T>` and `Arc<T>` of any `Send` (and, for
+/// `Arc`, `Sync`) `T`, which travel as custom values: in place when they
+/// fit one word ([`Value::Small`]), boxed otherwise. A step that takes a
+/// `String` also takes a `&'static str` (`s.success(("OK",))`), and one
+/// that takes a `Vec<u8>` a `&'static [u8]`, copied.
 ///
 /// A type of your own crate opts in with an empty impl and travels the
-/// same way:
+/// same way, and so do a `Vec`, `Box`, `Arc` or `Option` of it:
 ///
 /// ```
 /// use futoin_asyncsteps::{ArgValue, FromArgs, IntoArgs};
@@ -160,9 +163,10 @@ impl fmt::Debug for Value {
 /// assert_eq!(<(User,)>::from_args(&mut a).unwrap().0, User { id: 3 });
 /// ```
 ///
-/// A type from `std` or another crate cannot be given that impl in your
-/// crate (Rust's orphan rule: neither the trait nor the type is yours).
-/// Wrap it in a newtype of your own instead:
+/// Any other type from `std` or another crate (a `HashSet`, say) cannot
+/// be given that impl in your crate (Rust's orphan rule: neither the trait
+/// nor the type is yours). Wrap it in a newtype of your own, or pass it in
+/// a `Box` or an `Arc`:
 ///
 /// ```
 /// use futoin_asyncsteps::{ArgValue, FromArgs, IntoArgs};
@@ -171,40 +175,29 @@ impl fmt::Debug for Value {
 ///
 /// struct Tags(HashSet<String>);
 /// impl ArgValue for Tags {}
-/// struct Shared(Arc<Vec<u64>>);
-/// impl ArgValue for Shared {}
 ///
 /// let tags = Tags(HashSet::from([String::from("new")]));
-/// let mut a = (tags, Shared(Arc::new(vec![1, 2]))).into_args();
-/// let (t, s) = <(Tags, Shared)>::from_args(&mut a).unwrap();
+/// let mut a = (tags, Arc::new(vec![1u64, 2])).into_args();
+/// let (t, s) = <(Tags, Arc<Vec<u64>>)>::from_args(&mut a).unwrap();
 /// assert!(t.0.contains("new"));
-/// assert_eq!(*s.0, [1, 2]);
+/// assert_eq!(*s, [1, 2]);
+///
+/// let mut a = Box::new(HashSet::from([1u8])).into_args();
+/// assert!(<Box<HashSet<u8>>>::from_args(&mut a).unwrap().contains(&1));
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a step arg value (`ArgValue`)",
-    note = "a type of your own travels as a step arg in a newtype that implements `ArgValue` (see its docs)"
+    note = "a type of your own travels as a step arg once it implements `ArgValue` (an empty impl); a foreign type in a newtype of yours, or in a `Box` or an `Arc` (see its docs)"
 )]
 pub trait ArgValue: Sized + Send + 'static {
     /// Wraps the value: in place when it is one word or less
     /// ([`Value::Small`]), boxed otherwise ([`Value::Custom`]).
     fn into_value(self) -> Value {
-        match SmallValue::new(self) {
-            Ok(v) => Value::Small(v),
-            Err(v) => Value::Custom(Box::new(v)),
-        }
+        in_place_or_boxed(self)
     }
     /// Unwraps the value, or gives it back when the type differs.
     fn from_value(v: Value) -> Result<Self, Value> {
-        match v {
-            Value::Small(v) => v.take::<Self>().map_err(Value::Small),
-            Value::Custom(b) if (*b).type_id() == std::any::TypeId::of::<Self>() => {
-                match b.into_any().downcast::<Self>() {
-                    Ok(v) => Ok(*v),
-                    Err(_) => unreachable!("type id checked"),
-                }
-            }
-            other => Err(other),
-        }
+        taken_in_place_or_boxed(v)
     }
     /// The name used in type mismatch messages.
     fn type_name() -> &'static str {
@@ -242,6 +235,8 @@ prim! {
     f64 => F64, "f64";
 }
 
+/// A step that takes a `String` also takes a `&'static str` (a literal
+/// given to `success`), copied.
 impl ArgValue for String {
     fn into_value(self) -> Value {
         Value::Str(self.into_boxed_str())
@@ -249,7 +244,7 @@ impl ArgValue for String {
     fn from_value(v: Value) -> Result<Self, Value> {
         match v {
             Value::Str(s) => Ok(s.into_string()),
-            other => Err(other),
+            other => <&'static str>::from_value(other).map(str::to_owned),
         }
     }
     fn type_name() -> &'static str {
@@ -257,26 +252,76 @@ impl ArgValue for String {
     }
 }
 
-impl ArgValue for Vec<u8> {
+/// Any `Vec` of `Send` values. A `Vec<u8>` is stored as bytes
+/// ([`Value::Bytes`]), and a step that takes one also takes a
+/// `&'static [u8]`, copied.
+impl<T: Send + 'static> ArgValue for Vec<T> {
     fn into_value(self) -> Value {
-        Value::Bytes(self.into_boxed_slice())
+        // `Vec<u8>` is `Self` exactly when `T` is `u8`: the downcast finds
+        // it without copying (or any `unsafe`).
+        let mut v = Some(self);
+        if let Some(bytes) = (&mut v as &mut dyn Any).downcast_mut::<Option<Vec<u8>>>() {
+            if let Some(b) = bytes.take() {
+                return Value::Bytes(b.into_boxed_slice());
+            }
+        }
+        match v {
+            Some(v) => in_place_or_boxed(v),
+            None => unreachable!("taken only as bytes"),
+        }
     }
     fn from_value(v: Value) -> Result<Self, Value> {
-        match v {
-            Value::Bytes(s) => Ok(s.into_vec()),
-            other => Err(other),
+        if std::any::TypeId::of::<T>() != std::any::TypeId::of::<u8>() {
+            return taken_in_place_or_boxed(v);
+        }
+        let bytes = match v {
+            Value::Bytes(b) => b.into_vec(),
+            other => <&'static [u8]>::from_value(other)?.to_vec(),
+        };
+        let mut bytes = Some(bytes);
+        match (&mut bytes as &mut dyn Any).downcast_mut::<Option<Self>>() {
+            Some(v) => Ok(v.take().expect("just made")),
+            None => unreachable!("`T` is `u8`"),
         }
     }
     fn type_name() -> &'static str {
-        "Vec<u8>"
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<u8>() {
+            "Vec<u8>"
+        } else {
+            std::any::type_name::<Self>()
+        }
+    }
+}
+
+/// The trait's default `into_value`, for impls that replace it.
+fn in_place_or_boxed<T: Send + 'static>(v: T) -> Value {
+    match SmallValue::new(v) {
+        Ok(v) => Value::Small(v),
+        Err(v) => Value::Custom(Box::new(v)),
+    }
+}
+
+/// The trait's default `from_value`, for impls that replace it.
+fn taken_in_place_or_boxed<T: Send + 'static>(v: Value) -> Result<T, Value> {
+    match v {
+        Value::Small(v) => v.take::<T>().map_err(Value::Small),
+        Value::Custom(b) if (*b).type_id() == std::any::TypeId::of::<T>() => {
+            match b.into_any().downcast::<T>() {
+                Ok(v) => Ok(*v),
+                Err(_) => unreachable!("type id checked"),
+            }
+        }
+        other => Err(other),
     }
 }
 
 // Kept in place or boxed by the trait's default methods.
 impl ArgValue for char {}
 impl ArgValue for &'static str {}
-impl ArgValue for Vec<String> {}
+impl ArgValue for &'static [u8] {}
 impl<T: Send + 'static> ArgValue for Option<T> {}
+impl<T: ?Sized + Send + 'static> ArgValue for Box<T> {}
+impl<T: ?Sized + Send + Sync + 'static> ArgValue for std::sync::Arc<T> {}
 
 /// Up to four success arguments, stored inline.
 ///
@@ -420,7 +465,7 @@ fn tuple_names(names: &[&str]) -> String {
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be given as step args",
-    note = "step args are `()`, one `ArgValue`, or a tuple of up to four `ArgValue`s; a type of your own (a `Vec` of it, say) travels in a newtype that implements `ArgValue` (see its docs)"
+    note = "step args are `()`, one `ArgValue`, or a tuple of up to four `ArgValue`s; a type of your own becomes an `ArgValue` with an empty impl (see its docs)"
 )]
 pub trait IntoArgs {
     /// Converts into [`Args`].
@@ -430,10 +475,22 @@ pub trait IntoArgs {
 /// Extracts typed values from [`Args`].
 ///
 /// `()` accepts any arguments and ignores them; a tuple of `N` types requires
-/// exactly `N` values of those types. [`Args`] itself takes everything as is.
+/// exactly `N` values of those types, and one bare type `T` one value, as
+/// `(T,)` does. [`Args`] itself takes everything as is.
+///
+/// ```
+/// use futoin_asyncsteps::{AsyncSteps, TestTool};
+/// let mut tool = TestTool::new();
+/// let mut root = AsyncSteps::new();
+/// root.add(|s, ()| s.success(20u32));
+/// root.add(|s, n: u32| s.success(n + 1));
+/// root.add(|s, (n,): (u32,)| s.success(n * 2));
+/// let p = root.promise::<u32>(&mut tool);
+/// assert_eq!(tool.block_on(p).unwrap(), 42);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "a step cannot take `{Self}` as its args",
-    note = "a step takes `()`, `Args`, or a tuple of up to four `ArgValue`s (write one value as `(v,): (T,)`)"
+    note = "a step takes `()`, `Args`, one `ArgValue` (`v: T`), or a tuple of up to four `ArgValue`s"
 )]
 pub trait FromArgs: Sized {
     /// Extracts the values; on a mismatch the error info names both sides.
@@ -480,6 +537,18 @@ impl<T: ArgValue> IntoArgs for T {
         let mut a = Args::new();
         a.vals[0] = Some(self.into_value());
         a
+    }
+}
+
+/// One value, bare: a step `|s, n: u32|` takes what `success(7u32)` or
+/// `success((7u32,))` gives, as `(n,): (u32,)` does.
+impl<T: ArgValue> FromArgs for T {
+    #[inline]
+    fn from_args(args: &mut Args) -> Result<Self, Error> {
+        <(T,)>::from_args(args).map(|(v,)| v)
+    }
+    fn expected() -> String {
+        <(T,)>::expected()
     }
 }
 

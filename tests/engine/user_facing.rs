@@ -45,11 +45,21 @@ fn a_mismatch_of_std_types_names_both() {
     );
 
     let mut root = AsyncSteps::new();
-    root.add(|s, ()| s.success(("literal", vec![String::from("a")])));
+    root.add(|s, ()| s.success((1.5f32, vec![String::from("a")])));
     root.add(|_, (_s, _b): (String, Vec<u8>)| Ok(()));
     assert_internal(
         &run::<()>(root).unwrap_err(),
-        "step expects (String, Vec<u8>), got (&str, alloc::vec::Vec<alloc::string::String>)",
+        "step expects (String, Vec<u8>), got (f32, alloc::vec::Vec<alloc::string::String>)",
+    );
+
+    // A literal a `String` took is named as that `String` when another
+    // value of the step's args fails.
+    let mut root = AsyncSteps::new();
+    root.add(|s, ()| s.success(("literal", 1u8)));
+    root.add(|_, (_s, _b): (String, bool)| Ok(()));
+    assert_internal(
+        &run::<()>(root).unwrap_err(),
+        "step expects (String, bool), got (String, u8)",
     );
 }
 

@@ -187,14 +187,14 @@ fn wrong_arg_types_are_internal_error() {
 fn typed_args_mismatch_names_expected_and_given() {
     let mut tool = TestTool::new();
     let mut root = AsyncSteps::new();
-    root.add(|s, ()| s.success((1u64, "x")));
+    root.add(|s, ()| s.success((1u64, 'x')));
     root.add(|s, (a, b): (i32, String)| s.success((a, b)));
     let p = root.promise::<(i32, String)>(&mut tool);
     let e = tool.block_on(p).unwrap_err();
     assert_eq!(e.code(), codes::INTERNAL_ERROR);
     assert_eq!(
         e.info(),
-        Some("step expects (i32, String), got (u64, &str)")
+        Some("step expects (i32, String), got (u64, char)")
     );
 
     // Too few args.
