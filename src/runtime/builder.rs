@@ -239,6 +239,7 @@ impl Builder {
             closing: AtomicBool::new(false),
             next_wake: AtomicUsize::new(0),
             spin: self.spin,
+            quiet: Default::default(),
         });
         for g in &go {
             // A thread that died after reporting ready is found at join.

@@ -207,6 +207,20 @@ pub(crate) struct Core {
     /// Where the next wake-up search starts (spreads wake-ups).
     pub next_wake: AtomicUsize,
     pub spin: Duration,
+    /// Signalled when a loop's last flow ends (see `wait_quiet`).
+    pub quiet: Quiet,
+}
+
+/// Where `Runtime::wait_idle` and `shutdown_timeout` wait. A loop that
+/// ends a turn with no flow notifies when someone waits: the loop stores
+/// its count then reads `waiters`, a waiter counts itself then reads the
+/// counts (all `SeqCst`), so one of the two sees the other; the notify
+/// and the waiter's checks are under the lock, so none is lost.
+#[derive(Default)]
+pub(crate) struct Quiet {
+    lock: parking_lot::Mutex<()>,
+    cv: parking_lot::Condvar,
+    waiters: AtomicUsize,
 }
 
 static NEXT_RUNTIME: AtomicUsize = AtomicUsize::new(1);
@@ -425,6 +439,48 @@ impl Core {
         }
     }
 
+    /// Waits until `done(self)` holds, checked whenever a loop's last flow
+    /// ends, or until `deadline`; true when it holds.
+    pub(crate) fn wait_quiet(
+        &self,
+        done: impl Fn(&Core) -> bool,
+        deadline: Option<Instant>,
+    ) -> bool {
+        let mut g = self.quiet.lock.lock();
+        self.quiet.waiters.fetch_add(1, Ordering::SeqCst);
+        let r = loop {
+            if done(self) {
+                break true;
+            }
+            match deadline {
+                Some(d) => {
+                    if self.quiet.cv.wait_until(&mut g, d).timed_out() {
+                        break done(self);
+                    }
+                }
+                None => self.quiet.cv.wait(&mut g),
+            }
+        };
+        self.quiet.waiters.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    /// No flow runs on any loop (their counts as of their last turn).
+    pub(crate) fn no_flows(&self) -> bool {
+        self.loops
+            .iter()
+            .all(|l| l.dead.load(Ordering::Acquire) || l.counters.flows.load(Ordering::SeqCst) == 0)
+    }
+
+    /// No flow runs, and none waits to start in a queue of the runtime.
+    pub(crate) fn idle(&self) -> bool {
+        self.no_flows() && (0..self.loops.len()).all(|i| self.dead_or_unloaded(i))
+    }
+
+    fn dead_or_unloaded(&self, i: usize) -> bool {
+        self.loops[i].dead.load(Ordering::Acquire) || self.load(i) == 0
+    }
+
     /// Marks the runtime closing; see `submit`.
     pub(crate) fn close(&self) {
         self.closing.store(true, Ordering::Release);
@@ -523,7 +579,7 @@ pub(crate) fn thread_main(
         }
     }
     drop(tool);
-    publish(&core.loops[idx].counters, None);
+    publish(&core, &core.loops[idx].counters, None);
 }
 
 fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
@@ -540,7 +596,7 @@ fn run(idx: usize, core: &Core, tool: &mut AsyncTool) -> io::Result<()> {
         }
         let wait = (started > 0).then_some(Duration::ZERO);
         tool.iterate_with(wait, &|| !core.has_jobs(idx))?;
-        publish(&me.counters, Some(tool));
+        publish(core, &me.counters, Some(tool));
         // A stop sent through `Runtime::loop_handle` is ignored: the loops
         // of a runtime stop with it (the shutdown sets `closing` first).
         if tool.core.take_stop() && core.closing.load(Ordering::Acquire) {
@@ -673,9 +729,15 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
     n
 }
 
-fn publish(c: &Counters, tool: Option<&AsyncTool>) {
+fn publish(core: &Core, c: &Counters, tool: Option<&AsyncTool>) {
     let st = tool.map(|t| t.stats()).unwrap_or_default();
-    c.flows.store(st.flows, Ordering::Relaxed);
+    c.flows.store(st.flows, Ordering::SeqCst);
+    if st.flows == 0 && core.quiet.waiters.load(Ordering::SeqCst) > 0 {
+        // No flow left here: whoever waits for a quiet runtime checks
+        // again (see `Quiet`).
+        let _g = core.quiet.lock.lock();
+        core.quiet.cv.notify_all();
+    }
     if tool.is_some() {
         c.steps.store(st.steps, Ordering::Relaxed);
         // On the loop's own thread: its handovers.

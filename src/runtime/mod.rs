@@ -305,6 +305,100 @@ impl Runtime {
         self.stop();
     }
 
+    /// Blocks until no flow runs on any loop and none waits to start in
+    /// the runtime's queues (a flow sent to one loop through its
+    /// [`loop_handle`](Runtime::loop_handle) counts once that loop has
+    /// taken it), checked each time a loop ends a turn with no flow left.
+    /// New flows may still be spawned meanwhile, from anywhere.
+    ///
+    /// Called on one of the runtime's own loop threads (from a step), it
+    /// returns `false` at once: the flow calling it runs there, so the
+    /// runtime cannot become idle while it waits. Otherwise `true`.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{runtime::Runtime, AsyncSteps};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let rt = Runtime::builder().loops(2).pin_threads(false).build()?;
+    /// let done = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..10 {
+    ///     let mut root = AsyncSteps::new();
+    ///     let d = done.clone();
+    ///     root.add(|s, ()| {
+    ///         s.sleep(Duration::from_millis(5));
+    ///         Ok(())
+    ///     });
+    ///     root.add(move |_, ()| {
+    ///         d.fetch_add(1, Ordering::Relaxed);
+    ///         Ok(())
+    ///     });
+    ///     rt.execute(root); // fire and forget
+    /// }
+    /// assert!(rt.wait_idle());
+    /// assert_eq!(done.load(Ordering::Relaxed), 10);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wait_idle(&self) -> bool {
+        let core = &self.handle.core;
+        if driver::current_loop(core.id).is_some() {
+            return false;
+        }
+        core.wait_quiet(Core::idle, None)
+    }
+
+    /// Stops gracefully: takes no new flow (a spawn from now on resolves
+    /// to `Canceled`, as do flows spawned before that have not started),
+    /// lets the running flows end within `timeout`, then stops as
+    /// [`shutdown`](Runtime::shutdown) does, cancelling what still runs.
+    /// Returns `true` when every running flow ended in time.
+    ///
+    /// Called on one of the runtime's own loop threads (from a step), it
+    /// cannot wait for the flow calling it: it stops at once and returns
+    /// `false`.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{error::codes, runtime::Runtime, AsyncSteps};
+    /// use std::time::Duration;
+    ///
+    /// let rt = Runtime::builder().loops(1).pin_threads(false).build()?;
+    /// let (started, running) = std::sync::mpsc::channel();
+    /// let mut quick = AsyncSteps::new();
+    /// let tx = started.clone();
+    /// quick.add(move |s, ()| {
+    ///     tx.send(()).unwrap();
+    ///     s.sleep(Duration::from_millis(10));
+    ///     Ok(())
+    /// });
+    /// let quick = rt.spawn::<()>(quick);
+    /// let mut stuck = AsyncSteps::new();
+    /// stuck.add(move |s, ()| {
+    ///     started.send(()).unwrap();
+    ///     s.wait_external(); // never completed
+    ///     Ok(())
+    /// });
+    /// let stuck = rt.spawn::<()>(stuck);
+    /// running.recv().unwrap();
+    /// running.recv().unwrap(); // both run
+    /// // The quick one ends within the time given; the stuck one is cancelled.
+    /// assert!(!rt.shutdown_timeout(Duration::from_millis(200)));
+    /// assert!(quick.wait().is_ok());
+    /// assert_eq!(stuck.wait().unwrap_err().code(), codes::CANCELED);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn shutdown_timeout(mut self, timeout: std::time::Duration) -> bool {
+        let core = self.handle.core.clone();
+        core.close();
+        let ended = driver::current_loop(core.id).is_none()
+            && core.wait_quiet(
+                Core::no_flows,
+                std::time::Instant::now().checked_add(timeout),
+            );
+        self.stop();
+        ended
+    }
+
     fn stop(&mut self) {
         let core = &self.handle.core;
         core.close();

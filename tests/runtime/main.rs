@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod graceful;
 mod lifecycle;
 mod misuse;
 mod placement;

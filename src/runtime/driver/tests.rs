@@ -100,6 +100,7 @@ fn idle_core(tools: &[AsyncTool]) -> Core {
         closing: AtomicBool::new(false),
         next_wake: AtomicUsize::new(0),
         spin: Duration::ZERO,
+        quiet: Default::default(),
     }
 }
 
