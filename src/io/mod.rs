@@ -3,7 +3,10 @@
 //! owns is readable or writable, on its own loop's reactor.
 //!
 //! The mio types this takes (sockets, `event::Source`) are re-exported as
-//! [`io::mio`](mio): no `mio` dependency of your own is needed.
+//! [`io::mio`](mio), with mio's OS extensions: on Unix, pipes
+//! (`io::mio::unix::pipe`), Unix sockets (`io::mio::net::UnixStream`) and
+//! any file descriptor (`io::mio::unix::SourceFd`). No `mio` dependency
+//! of your own is needed.
 //!
 //! The flow keeps the source on its stack ([`Step::stack`]) in a step that
 //! encloses the waits, and a waiting step names it by its [`StackRef`]:

@@ -142,3 +142,32 @@ fn a_passing_socket_error_answers_one_wait_only() {
     assert_eq!(e.code(), codes::TIMEOUT, "{e:?}");
     assert_clean(&tool);
 }
+
+/// `io::mio` has mio's OS extensions: a Unix pipe (`io::mio::unix::pipe`)
+/// is a source as a socket is.
+#[cfg(unix)]
+#[test]
+fn a_unix_pipe_from_io_mio_is_a_source() {
+    use futoin_asyncsteps::io::mio::unix::pipe;
+    use futoin_asyncsteps::TakeOnce;
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut tx, rx) = pipe::new().unwrap();
+    let rx = TakeOnce::new(rx);
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        s.set_timeout(Duration::from_secs(5)); // fails, not hangs
+        let r = s.stack(rx.take()?);
+        s.add(move |s, ()| s.wait_io(r, Interest::READABLE));
+        s.add(move |s, (ready,): (Ready,)| {
+            assert!(ready.readable);
+            let mut buf = [0u8; 16];
+            let n = s.stack_get(r)?.read(&mut buf)?;
+            s.success(buf[..n].to_vec())
+        });
+        Ok(())
+    });
+    let p = root.promise::<Vec<u8>>(&mut tool);
+    tx.write_all(b"through a pipe").unwrap();
+    assert_eq!(tool.block_on(p).unwrap(), b"through a pipe");
+    assert_clean(&tool);
+}
