@@ -1,5 +1,6 @@
 //! TCP helpers written as steps on top of [`Step::wait_io`]: accept, read
-//! some bytes, read exactly `n`, write all, connect with a timeout, and
+//! some bytes, read exactly `n`, read a line (up to a delimiter), write
+//! all, connect with a timeout, and
 //! serve a request/response stream in one step per request
 //! ([`serve_stream`]).
 //!
@@ -387,6 +388,118 @@ pub fn read_exact(s: &mut Step<'_>, conn: StackRef<TcpStream>, n: usize) {
         },
         |buf| (buf,),
     );
+}
+
+/// Reads up to and including the first `delim` byte; the result is
+/// `(Vec<u8>,)`, as [`BufRead::read_until`](std::io::BufRead::read_until)
+/// gives it: ending with `delim`, or shorter when the peer closed first
+/// (empty when it had closed already). Nothing past `delim` is taken from
+/// the socket: the next read gets it (each attempt peeks, then reads what
+/// it found). A line longer than `max` bytes (the delimiter included;
+/// `max` is at least 1) is `CommError` ("read_until: no delimiter in the
+/// first `max` bytes"), having taken `max` bytes: bound what a peer may
+/// make the flow hold.
+///
+/// ```
+/// use futoin_asyncsteps::io::{mio, net};
+/// use futoin_asyncsteps::{AsyncSteps, AsyncTool, TakeOnce};
+/// use std::io::Write;
+///
+/// let mut tool = AsyncTool::new()?;
+/// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let mut client = std::net::TcpStream::connect(l.local_addr()?)?;
+/// let (server, _) = l.accept()?;
+/// server.set_nonblocking(true)?;
+/// let server = TakeOnce::new(mio::net::TcpStream::from_std(server));
+///
+/// let mut root = AsyncSteps::new();
+/// root.add(move |s, ()| {
+///     let c = s.stack(server.take()?);
+///     net::read_line(s, c, 1024);
+///     s.add(move |s, first: String| {
+///         net::read_line(s, c, 1024);
+///         s.add(move |s, second: String| s.success((first, second)));
+///         Ok(())
+///     });
+///     Ok(())
+/// });
+/// let p = root.promise::<(String, String)>(&mut tool);
+/// client.write_all(b"GET key\nSET key 1\n")?; // two lines, one write
+/// let (a, b) = tool.block_on(p)?;
+/// assert_eq!((a.as_str(), b.as_str()), ("GET key\n", "SET key 1\n"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_until(s: &mut Step<'_>, conn: StackRef<TcpStream>, delim: u8, max: usize) {
+    let max = max.max(1);
+    let mut line: Vec<u8> = Vec::new();
+    retry(
+        s,
+        conn,
+        Interest::READABLE,
+        move |c| loop {
+            let room = (max - line.len()).min(8 << 10);
+            // Peeked into the thread's scratch buffer (no allocation).
+            let peeked = SCRATCH.with_borrow_mut(|buf| {
+                if buf.len() < room {
+                    buf.resize(room, 0);
+                }
+                loop {
+                    match c.peek(&mut buf[..room]) {
+                        Ok(k) => {
+                            let found = buf[..k].iter().position(|b| *b == delim);
+                            return Ok((k, found));
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            });
+            let (seen, found) = match peeked {
+                Ok((0, _)) => return Ok(Try::Done(std::mem::take(&mut line))),
+                Ok(v) => v,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(Try::Blocked),
+                Err(e) => return Err(comm("read", e)),
+            };
+            // Take what was seen, through the delimiter if it is there.
+            let take = found.map_or(seen, |i| i + 1);
+            let at = line.len();
+            line.resize(at + take, 0);
+            let mut got = 0;
+            while got < take {
+                match c.read(&mut line[at + got..at + take]) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(comm("read", e)),
+                }
+            }
+            line.truncate(at + got);
+            if found.is_some() && got == take {
+                return Ok(Try::Done(std::mem::take(&mut line)));
+            }
+            if line.len() >= max {
+                return Err(Error::with_info(
+                    codes::COMM_ERROR,
+                    format!("read_until: no delimiter in the first {max} bytes"),
+                ));
+            }
+        },
+        |line| (line,),
+    );
+}
+
+/// [`read_until`] a newline, as a `String`: the result is `(String,)`,
+/// ending with `'\n'` unless the peer closed first. A line that is not
+/// UTF-8 is `CommError` ("read_line: the line is not UTF-8").
+pub fn read_line(s: &mut Step<'_>, conn: StackRef<TcpStream>, max: usize) {
+    read_until(s, conn, b'\n', max);
+    s.add(|s, (line,): (Vec<u8>,)| match String::from_utf8(line) {
+        Ok(l) => s.success((l,)),
+        Err(_) => Err(Error::with_info(
+            codes::COMM_ERROR,
+            "read_line: the line is not UTF-8",
+        )),
+    });
 }
 
 /// Writes all of `data`, across as many writable events as it takes; the

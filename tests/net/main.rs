@@ -12,6 +12,7 @@ mod serve;
 mod tcp;
 
 mod http_example;
+mod lines;
 mod readiness;
 mod serve_stream;
 mod sources;
