@@ -352,7 +352,9 @@ impl Runtime {
     /// to `Canceled`, as do flows spawned before that have not started),
     /// lets the running flows end within `timeout`, then stops as
     /// [`shutdown`](Runtime::shutdown) does, cancelling what still runs.
-    /// Returns `true` when every running flow ended in time.
+    /// Returns `true` when every running flow ended in time. (A flow sent
+    /// to one loop through its [`loop_handle`](Runtime::loop_handle) goes
+    /// to that loop directly: it still starts, and counts as running.)
     ///
     /// Called on one of the runtime's own loop threads (from a step), it
     /// cannot wait for the flow calling it: it stops at once and returns
