@@ -211,11 +211,15 @@ pub(crate) struct Core {
     pub quiet: Quiet,
 }
 
-/// Where `Runtime::wait_idle` and `shutdown_timeout` wait. A loop that
-/// ends a turn with no flow notifies when someone waits: the loop stores
-/// its count then reads `waiters`, a waiter counts itself then reads the
-/// counts (all `SeqCst`), so one of the two sees the other; the notify
-/// and the waiter's checks are under the lock, so none is lost.
+/// Where `Runtime::wait_idle` and `shutdown_timeout` wait. A loop whose
+/// flow count drops to zero notifies when someone waits: at the end of a
+/// turn (`publish`), and wherever `start_jobs` takes back a count it put
+/// up for a job it did not start (the loop may sleep before its next
+/// `publish`: every change to zero that may precede a sleep notifies).
+/// The loop stores its count then reads `waiters`, a waiter counts itself
+/// then reads the counts (all `SeqCst`), so one of the two sees the
+/// other; the notify and the waiter's checks are under the lock, so none
+/// is lost.
 #[derive(Default)]
 pub(crate) struct Quiet {
     lock: parking_lot::Mutex<()>,
@@ -346,7 +350,8 @@ impl Core {
         // The queues first: a job taken from `placed` was counted in
         // `flows` before it left (see `start_jobs`).
         let queued = l.placed.len() + l.queue.len() + l.stealer.len();
-        queued + l.counters.flows.load(Ordering::Relaxed)
+        // `SeqCst` (a plain load on x86): see `start_jobs`'s count.
+        queued + l.counters.flows.load(Ordering::SeqCst)
     }
 
     /// The least busy live loop other than `me` (ties: the first after it)
@@ -646,40 +651,41 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
         return 0; // shutting down: what has not started never will
     }
     // The loop's flow count moves with each job it starts, not only at the
-    // turn's `publish`, for `submit_balanced` on other threads. Only this
-    // thread writes it.
+    // turn's `publish`, for `submit_balanced` and `Runtime::wait_idle` on
+    // other threads. Only this thread writes it. A job is counted before
+    // it leaves its queue: whoever sees it gone from the queue (the
+    // queues' lengths are read first, see `load`) sees it counted, so a
+    // flow about to start is never in no queue and uncounted.
     let count = |d: isize| {
         let flows = me.counters.flows.load(Ordering::Relaxed);
-        me.counters
-            .flows
-            .store(flows.saturating_add_signed(d), Ordering::Relaxed);
+        let now = flows.saturating_add_signed(d);
+        me.counters.flows.store(now, Ordering::SeqCst);
+        now
     };
     let mut n = 0;
     while n < START_BATCH {
+        if core.closing.load(Ordering::Acquire) {
+            break; // closed meanwhile: what has not started never will
+        }
         let dry = !tool.core.has_immediates();
-        // `(job, stolen, counted)`: `counted` when the flow count already
-        // includes the job.
+        count(1);
+        // `(job, stolen)`, counted already.
         let got = CURRENT.with_borrow(|c| {
             let w = &c.as_ref()?.worker;
             if let Some(j) = w.pop() {
-                return Some((j, 0, false));
+                return Some((j, 0));
             }
             if !me.placed.is_empty() {
-                // Counted before it leaves the queue: a `submit_balanced`
-                // that sees it gone (the queue's length is read first, and
-                // the steal publishes the count's store) sees it counted.
-                count(1);
                 if let Some(j) = steal(|| me.placed.steal()) {
-                    return Some((j, 0, true));
+                    return Some((j, 0));
                 }
-                count(-1);
             }
             // An empty queue is seen with two loads; a steal attempt costs
             // far more (the worker's steal pins a memory epoch), and most
             // turns of a busy server find every queue empty.
             if !me.queue.is_empty() {
                 if let Some(j) = steal(|| me.queue.steal_batch_and_pop(w)) {
-                    return Some((j, 0, false));
+                    return Some((j, 0));
                 }
             }
             if !dry {
@@ -703,10 +709,15 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
                 };
                 let j = from_queue().or_else(from_worker)?;
                 // The batch beyond the popped job went to our worker.
-                Some((j, 1 + w.len() - before, false))
+                Some((j, 1 + w.len() - before))
             })
         });
-        let Some((job, stolen, counted)) = got else {
+        let Some((job, stolen)) = got else {
+            // Nothing to start: the count goes back, and a waiter for a
+            // quiet runtime that saw it up checks again (this loop may
+            // sleep before its next `publish`).
+            let now = count(-1);
+            notify_quiet(core, now);
             break;
         };
         if stolen > 0 {
@@ -714,30 +725,31 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
                 .stolen
                 .fetch_add(stolen as u64, Ordering::Relaxed);
         }
-        match (job.start(tool), counted) {
-            (true, counted) => {
-                me.counters.started.fetch_add(1, Ordering::Relaxed);
-                if !counted {
-                    count(1);
-                }
-            }
-            (false, true) => count(-1), // cancelled before it started
-            (false, false) => {}
+        if job.start(tool) {
+            me.counters.started.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Cancelled before it started.
+            let now = count(-1);
+            notify_quiet(core, now);
         }
         n += 1;
     }
     n
 }
 
-fn publish(core: &Core, c: &Counters, tool: Option<&AsyncTool>) {
-    let st = tool.map(|t| t.stats()).unwrap_or_default();
-    c.flows.store(st.flows, Ordering::SeqCst);
-    if st.flows == 0 && core.quiet.waiters.load(Ordering::SeqCst) > 0 {
-        // No flow left here: whoever waits for a quiet runtime checks
-        // again (see `Quiet`).
+/// A loop's flow count is now `flows`: with none left, whoever waits for
+/// a quiet runtime checks again (see `Quiet`).
+fn notify_quiet(core: &Core, flows: usize) {
+    if flows == 0 && core.quiet.waiters.load(Ordering::SeqCst) > 0 {
         let _g = core.quiet.lock.lock();
         core.quiet.cv.notify_all();
     }
+}
+
+fn publish(core: &Core, c: &Counters, tool: Option<&AsyncTool>) {
+    let st = tool.map(|t| t.stats()).unwrap_or_default();
+    c.flows.store(st.flows, Ordering::SeqCst);
+    notify_quiet(core, st.flows);
     if tool.is_some() {
         c.steps.store(st.steps, Ordering::Relaxed);
         // On the loop's own thread: its handovers.

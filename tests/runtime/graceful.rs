@@ -143,3 +143,35 @@ fn waiting_on_a_loop_of_the_runtime_is_refused_at_once() {
     // ended.
     let _ = p.wait();
 }
+
+/// Regression test for a defect found in review (failed before its fix):
+/// a flow taken from a loop's queue was counted only once started, so
+/// `wait_idle` could see no flow anywhere while one was about to start.
+/// Two chains of flows, each executing the next and ending at once.
+#[test]
+fn wait_idle_sees_a_flow_between_its_queue_and_its_start() {
+    fn link(
+        h: futoin_asyncsteps::runtime::RuntimeHandle,
+        left: usize,
+        done: Arc<AtomicUsize>,
+    ) -> AsyncSteps {
+        let mut root = AsyncSteps::new();
+        root.add(move |_, ()| {
+            done.fetch_add(1, Ordering::SeqCst);
+            if left > 1 {
+                h.execute(link(h.clone(), left - 1, done.clone()));
+            }
+            Ok(())
+        });
+        root
+    }
+    let rt = rt(2);
+    for round in 0..500 {
+        let done = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            rt.execute(link(rt.handle(), 20, done.clone()));
+        }
+        assert!(rt.wait_idle());
+        assert_eq!(done.load(Ordering::SeqCst), 40, "round {round}");
+    }
+}
