@@ -148,7 +148,9 @@ impl fmt::Debug for Value {
 /// `Arc`, `Sync`) `T`, which travel as custom values: in place when they
 /// fit one word ([`Value::Small`]), boxed otherwise. A step that takes a
 /// `String` also takes a `&'static str` (`s.success(("OK",))`), and one
-/// that takes a `Vec<u8>` a `&'static [u8]`, copied.
+/// that takes a `Vec<u8>` a `&'static [u8]`, copied (a byte string
+/// literal is an array: `&b"raw"[..]`). An `Option<T>` is one value that
+/// may be `None`, not an argument that may be missing.
 ///
 /// A type of your own crate opts in with an empty impl and travels the
 /// same way, and so do a `Vec`, `Box`, `Arc` or `Option` of it:

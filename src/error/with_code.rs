@@ -6,7 +6,9 @@ use std::fmt::Display;
 
 /// Names the FutoIn error code of a failure, so `?` works on any `Result`
 /// (and on an `Option`) inside a step: the error becomes an [`Error`]
-/// with that code and the error's text as its info.
+/// with that code and the error's text as its info. On a `Result` whose
+/// error is already an [`Error`], the new code replaces its code (the old
+/// one stays in the info, as text): `?` alone keeps it.
 ///
 /// ```
 /// use futoin_asyncsteps::{AsyncSteps, TestTool, WithCode};

@@ -465,15 +465,25 @@ pub fn read_until(s: &mut Step<'_>, conn: StackRef<TcpStream>, delim: u8, max: u
             let at = line.len();
             line.resize(at + take, 0);
             let mut got = 0;
+            let mut blocked = false;
             while got < take {
                 match c.read(&mut line[at + got..at + take]) {
                     Ok(0) => break,
                     Ok(k) => got += k,
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    // What was peeked is there to read; should the system
+                    // say otherwise, keep what came and wait.
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        blocked = true;
+                        break;
+                    }
                     Err(e) => return Err(comm("read", e)),
                 }
             }
             line.truncate(at + got);
+            if blocked {
+                return Ok(Try::Blocked);
+            }
             if found.is_some() && got == take {
                 return Ok(Try::Done(std::mem::take(&mut line)));
             }

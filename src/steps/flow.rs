@@ -38,6 +38,8 @@ pub(crate) enum Resume {
     },
     /// A step's timeout fired.
     Timeout { strand: u32, seq: u32 },
+    /// A step's sleep ended (`Step::sleep`): it succeeds with no args.
+    Wake { strand: u32, seq: u32 },
     /// An awaited future was woken.
     Poll { strand: u32, seq: u32 },
     /// Root cancel.
@@ -355,6 +357,18 @@ impl Flow {
                     }
                 }
                 act.map(|a| (strand, a))
+            }
+            Resume::Wake { strand, seq } => {
+                let wakes = self.top_waiting(strand, seq).is_some() && {
+                    let f = self.st(strand).frames.last_mut().expect("the waiting step");
+                    f.timer = None; // fired
+                                    // A handle of the step that completed it first wins.
+                    f.wait.as_ref().is_none_or(|w| w.claim())
+                };
+                wakes.then(|| {
+                    self.pop_frame(sched, strand, false);
+                    (strand, Act::Next)
+                })
             }
             Resume::Poll { strand, seq } => {
                 if self.top_waiting(strand, seq) == Some(Kind::Await) {

@@ -41,12 +41,15 @@ pub(crate) const BURST: u32 = 1024;
 /// reuse even below this many flows at its peak.
 const RESOURCES_POOL_MAX: usize = 1024;
 
-/// A step's timeout, as a timer of the loop core carries it.
+/// A step's timer (its timeout, or its sleep), as a timer of the loop
+/// core carries it.
 #[derive(Clone, Copy)]
 pub(crate) struct FlowTimer {
     pub flow: FlowKey,
     pub strand: u32,
     pub seq: u32,
+    /// A sleep (`Step::sleep`): the step succeeds; else it times out.
+    pub wake: bool,
 }
 
 /// Counters a harness can read; see [`Scheduler::stats`].
@@ -314,9 +317,17 @@ impl Scheduler {
         flow: FlowKey,
         strand: u32,
         seq: u32,
+        wake: bool,
     ) -> TaskKey {
-        self.core
-            .engine_timer(delay, FlowTimer { flow, strand, seq })
+        self.core.engine_timer(
+            delay,
+            FlowTimer {
+                flow,
+                strand,
+                seq,
+                wake,
+            },
+        )
     }
 
     /// Cancels a task of this loop, the engine's timers included.
@@ -414,8 +425,17 @@ impl Engine for Scheduler {
 
     #[inline]
     fn on_timer(&mut self, t: FlowTimer) {
-        let FlowTimer { flow, strand, seq } = t;
-        self.drive(flow, Resume::Timeout { strand, seq })
+        let FlowTimer {
+            flow,
+            strand,
+            seq,
+            wake,
+        } = t;
+        if wake {
+            self.drive(flow, Resume::Wake { strand, seq })
+        } else {
+            self.drive(flow, Resume::Timeout { strand, seq })
+        }
     }
 
     #[inline]

@@ -57,7 +57,7 @@ impl Step<'_> {
         let seq = self.flow.st(self.sid).frames[self.depth].seq;
         let t = self
             .sched
-            .flow_timeout(timeout, self.flow.key, self.sid, seq);
+            .flow_timeout(timeout, self.flow.key, self.sid, seq, false);
         let old = self.flow.st(self.sid).frames[self.depth].timer.replace(t);
         if let Some(old) = old {
             self.sched.cancel_task(old);
@@ -88,13 +88,15 @@ impl Step<'_> {
     /// next step runs `delay` after this call (on a `TestTool`, `delay`
     /// of its virtual time).
     ///
-    /// It waits as [`wait_external`](Self::wait_external) does, with a
-    /// timer of the loop in place of a handle: a timeout of this step or
-    /// of one around it ends the wait with `Timeout`, and a cancel or an
-    /// error unwinding through the step cancels the timer (it runs this
-    /// step's cancel callback, set before or after, too). In an error
-    /// handler it fails the step with `InternalError`, as the other
-    /// waits do. A `delay` above 100 years counts as 100 years.
+    /// It waits as [`wait_external`](Self::wait_external) does, with the
+    /// step's own timer in place of a handle: the timer goes with the step
+    /// however the step ends (a cancel, a timeout around it, an error
+    /// unwinding through it, or a handle of the step completing it first).
+    /// The step has one timer, which [`set_timeout`](Self::set_timeout)
+    /// uses too: the later of the two calls wins (limit a sleep with a
+    /// timeout on a step around it). In an error handler it fails the
+    /// step with `InternalError`, as the other waits do. A `delay` above
+    /// 100 years counts as 100 years.
     ///
     /// ```
     /// use futoin_asyncsteps::{AsyncSteps, TestTool};
@@ -119,24 +121,14 @@ impl Step<'_> {
         if !self.waiting_allowed("sleep() is not allowed in an error handler") {
             return;
         }
-        let h = self.wait_external();
-        let task = self.sched.deferred(delay, move |_| {
-            // Refused when the step ended meanwhile (its timer was
-            // cancelled then, but a completion may already be on its way).
-            let _ = h.success(());
-        });
-        // The timer goes with the step: chained before a cancel callback
-        // set earlier (a later `set_cancel` replaces both).
-        let r = self
-            .flow
-            .resources_of(&mut self.sched.spare_resources, self.sid, self.depth);
-        let before = r.cancel.take();
-        r.cancel = Some(Box::new(move |sched: &mut Scheduler| {
-            sched.cancel(task);
-            if let Some(f) = before {
-                f(sched);
-            }
-        }));
+        let seq = self.flow.st(self.sid).frames[self.depth].seq;
+        let t = self
+            .sched
+            .flow_timeout(delay, self.flow.key, self.sid, seq, true);
+        let old = self.flow.st(self.sid).frames[self.depth].timer.replace(t);
+        if let Some(old) = old {
+            self.sched.cancel_task(old);
+        }
     }
 
     /// Marks this step as waiting for an external event (spec `waitExternal`)
