@@ -51,13 +51,18 @@ impl Step<'_> {
     /// assert!(*cancelled.lock().unwrap());
     /// ```
     pub fn set_timeout(&mut self, timeout: Duration) {
-        if !self.waiting_allowed("set_timeout() is not allowed in an error handler") {
-            return;
+        if self.waiting_allowed("set_timeout() is not allowed in an error handler") {
+            self.set_timer(timeout, false);
         }
+    }
+
+    /// Gives this step its timer, due in `delay`: a timeout, or a sleep
+    /// (`wake`); it replaces the one it had.
+    fn set_timer(&mut self, delay: Duration, wake: bool) {
         let seq = self.flow.st(self.sid).frames[self.depth].seq;
         let t = self
             .sched
-            .flow_timeout(timeout, self.flow.key, self.sid, seq, false);
+            .flow_timeout(delay, self.flow.key, self.sid, seq, wake);
         let old = self.flow.st(self.sid).frames[self.depth].timer.replace(t);
         if let Some(old) = old {
             self.sched.cancel_task(old);
@@ -118,16 +123,8 @@ impl Step<'_> {
     /// assert_eq!(tool.elapsed(), Duration::from_millis(250));
     /// ```
     pub fn sleep(&mut self, delay: Duration) {
-        if !self.waiting_allowed("sleep() is not allowed in an error handler") {
-            return;
-        }
-        let seq = self.flow.st(self.sid).frames[self.depth].seq;
-        let t = self
-            .sched
-            .flow_timeout(delay, self.flow.key, self.sid, seq, true);
-        let old = self.flow.st(self.sid).frames[self.depth].timer.replace(t);
-        if let Some(old) = old {
-            self.sched.cancel_task(old);
+        if self.waiting_allowed("sleep() is not allowed in an error handler") {
+            self.set_timer(delay, true);
         }
     }
 
