@@ -317,6 +317,9 @@ impl Flow {
         resume: Resume,
     ) -> Option<Result<(), Error>> {
         sched.budget = BURST;
+        if sched.break_args.is_some() {
+            sched.break_args = None; // a break's, left by a panic
+        }
         // Whatever an earlier activation left in the args register is stale
         // (a successful completion brings its args there).
         if !matches!(resume, Resume::Complete { err: None, .. }) {

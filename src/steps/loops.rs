@@ -1,5 +1,6 @@
 //! Loops as steps (spec 1.8, 2.2.4): `loop_`, `repeat`, `for_each`, with labels.
 
+use crate::args::IntoArgs;
 use crate::error::{Control, Error, StepResult};
 use crate::steps::def::{Exec, LoopIter, StepDef};
 use crate::steps::step::Step;
@@ -154,6 +155,45 @@ impl<'a> Step<'a> {
     /// cancelled. Not under any loop, handlers see a `LoopBreak` error.
     pub fn break_loop(&mut self) -> StepResult {
         Err(Error::control(Control::Break(None)))
+    }
+
+    /// Breaks the innermost loop as [`break_loop`](Self::break_loop) does,
+    /// and the loop ends with `args` as its result: the step after the
+    /// loop gets them (a loop that ends by itself gives none). Not under
+    /// any loop, `args` are dropped and handlers see a `LoopBreak` error.
+    ///
+    /// ```
+    /// use futoin_asyncsteps::{AsyncSteps, TestTool};
+    /// let mut tool = TestTool::new();
+    /// let mut root = AsyncSteps::new();
+    /// root.add(|s, ()| {
+    ///     // The first square above 50.
+    ///     s.repeat(100, |s, i| {
+    ///         if i * i > 50 {
+    ///             return s.break_with(i * i);
+    ///         }
+    ///         Ok(())
+    ///     });
+    ///     s.add(|s, found: usize| s.success(found));
+    ///     Ok(())
+    /// });
+    /// let p = root.promise::<usize>(&mut tool);
+    /// assert_eq!(tool.block_on(p).unwrap(), 64);
+    /// ```
+    pub fn break_with(&mut self, args: impl IntoArgs) -> StepResult {
+        self.sched.break_args = Some(args.into_args());
+        Err(Error::control(Control::Break(None)))
+    }
+
+    /// [`break_label`](Self::break_label) with `args` as the result of the
+    /// loop labelled `label` (see [`break_with`](Self::break_with)).
+    pub fn break_label_with(
+        &mut self,
+        label: impl Into<Cow<'static, str>>,
+        args: impl IntoArgs,
+    ) -> StepResult {
+        self.sched.break_args = Some(args.into_args());
+        Err(Error::control(Control::Break(Some(label.into()))))
     }
 
     /// Breaks loops up to and including the one labelled `label`. When no

@@ -145,6 +145,9 @@ pub struct Scheduler {
     /// The args register: success args on their way from a step to the
     /// next. Empty whenever no flow runs.
     pub(crate) args: Args,
+    /// The args a `break_with` carries to the step after its loop, while
+    /// its break travels there; empty whenever no flow runs.
+    pub(crate) break_args: Option<Args>,
     /// The hold (and section name) of the `sync` step running its
     /// critical section with its frame deferred; empty whenever no such
     /// step runs (see `Step::run_in_place`).
@@ -180,6 +183,7 @@ impl Scheduler {
             budget: 0,
             starting: Default::default(),
             args: Args::new(),
+            break_args: None,
             section: None,
             section_inner: None,
         }

@@ -105,7 +105,11 @@ impl Flow {
                 None if self.loop_outside(sid, err.control_ref()) => {
                     return self.leave_branch(sched, sid, err);
                 }
-                None => err = err.into_plain(),
+                None => {
+                    // No loop to break: the args it carried go.
+                    sched.break_args = None;
+                    err = err.into_plain();
+                }
             }
         }
         sched.clear_args();
@@ -253,6 +257,12 @@ impl Flow {
             st.queue.truncate(seg);
         }
         sched.clear_args();
+        if let Some(a) = sched.break_args.take() {
+            if brk {
+                // `break_with`: the loop's result, for the step after it.
+                sched.args = a;
+            }
+        }
         Some(Act::Next)
     }
 }
