@@ -5,8 +5,9 @@
 //! The mio types this takes (sockets, `event::Source`) are re-exported as
 //! [`io::mio`](mio), with mio's OS extensions: on Unix, pipes
 //! (`io::mio::unix::pipe`), Unix sockets (`io::mio::net::UnixStream`) and
-//! any file descriptor (`io::mio::unix::SourceFd`). No `mio` dependency
-//! of your own is needed.
+//! any file descriptor (`io::mio::unix::SourceFd`, or [`FdSource`] for
+//! one the source owns, reads and writes). No `mio` dependency of your
+//! own is needed.
 //!
 //! The flow keeps the source on its stack ([`Step::stack`]) in a step that
 //! encloses the waits, and a waiting step names it by its [`StackRef`]:
@@ -74,6 +75,11 @@ use std::any::Any;
 pub use mio;
 
 pub use crate::tool::Ready;
+
+#[cfg(unix)]
+mod fd;
+#[cfg(unix)]
+pub use fd::FdSource;
 
 fn deregister_as<S: mio::event::Source + 'static>(
     v: &mut dyn Any,

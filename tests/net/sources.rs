@@ -171,3 +171,47 @@ fn a_unix_pipe_from_io_mio_is_a_source() {
     assert_eq!(tool.block_on(p).unwrap(), b"through a pipe");
     assert_clean(&tool);
 }
+
+/// `io::FdSource`: a descriptor the source owns (here a `std` Unix
+/// socket), read and written after readiness waits, closed on drop (the
+/// peer reads the end of stream), or given back.
+#[cfg(unix)]
+#[test]
+fn an_owned_descriptor_is_a_source_that_reads_writes_and_closes() {
+    use futoin_asyncsteps::io::FdSource;
+    use futoin_asyncsteps::TakeOnce;
+    use std::os::unix::net::UnixStream;
+    let mut tool = AsyncTool::new().unwrap();
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    theirs.set_nonblocking(true).unwrap();
+    let src = TakeOnce::new(FdSource::new(theirs));
+    let mut root = AsyncSteps::new();
+    root.add(move |s, ()| {
+        s.set_timeout(Duration::from_secs(5)); // fails, not hangs
+        let fd = s.stack(src.take()?);
+        s.add(move |s, ()| s.wait_io(fd, Interest::READABLE));
+        s.add(move |s, _: Ready| {
+            let mut buf = [0u8; 16];
+            let n = s.stack_get(fd)?.read(&mut buf)?;
+            assert_eq!(&buf[..n], b"ping");
+            s.wait_io(fd, Interest::WRITABLE)
+        });
+        s.add(move |s, _: Ready| {
+            s.stack_get(fd)?.write_all(b"pong")?;
+            Ok(())
+        });
+        Ok(())
+    });
+    let p = root.promise::<()>(&mut tool);
+    ours.write_all(b"ping").unwrap();
+    tool.block_on(p).unwrap();
+    let mut got = Vec::new();
+    ours.read_to_end(&mut got).unwrap(); // the flow's end closed it
+    assert_eq!(got, b"pong");
+    assert_clean(&tool);
+    // Given back, it is the same descriptor.
+    let (_a, b) = UnixStream::pair().unwrap();
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&b);
+    let back = FdSource::new(b).into_inner();
+    assert_eq!(std::os::fd::AsRawFd::as_raw_fd(&back), raw);
+}
