@@ -347,8 +347,8 @@ impl Core {
     /// own worker seen from outside, through its stealer).
     fn load(&self, i: usize) -> usize {
         let l = &self.loops[i];
-        // The queues first: a job taken from `placed` was counted in
-        // `flows` before it left (see `start_jobs`).
+        // The queues first: a job is counted in `flows` before it leaves
+        // its queue (see `start_jobs`).
         let queued = l.placed.len() + l.queue.len() + l.stealer.len();
         // `SeqCst` (a plain load on x86): see `start_jobs`'s count.
         queued + l.counters.flows.load(Ordering::SeqCst)
@@ -477,13 +477,11 @@ impl Core {
             .all(|l| l.dead.load(Ordering::Acquire) || l.counters.flows.load(Ordering::SeqCst) == 0)
     }
 
-    /// No flow runs, and none waits to start in a queue of the runtime.
+    /// No flow runs, and none waits to start in a queue of the runtime
+    /// (each live loop's `load` is zero).
     pub(crate) fn idle(&self) -> bool {
-        self.no_flows() && (0..self.loops.len()).all(|i| self.dead_or_unloaded(i))
-    }
-
-    fn dead_or_unloaded(&self, i: usize) -> bool {
-        self.loops[i].dead.load(Ordering::Acquire) || self.load(i) == 0
+        (0..self.loops.len())
+            .all(|i| self.loops[i].dead.load(Ordering::Acquire) || self.load(i) == 0)
     }
 
     /// Marks the runtime closing; see `submit`.
@@ -647,9 +645,6 @@ fn spin(idx: usize, core: &Core, tool: &mut AsyncTool) {
 /// worker. Returns how many started.
 fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
     let me = &core.loops[idx];
-    if core.closing.load(Ordering::Acquire) {
-        return 0; // shutting down: what has not started never will
-    }
     // The loop's flow count moves with each job it starts, not only at the
     // turn's `publish`, for `submit_balanced` and `Runtime::wait_idle` on
     // other threads. Only this thread writes it. A job is counted before

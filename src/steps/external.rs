@@ -102,15 +102,17 @@ impl WaitToken {
     /// Takes the right to end the step for the engine (timeout, cancel,
     /// unwinding, its own completion); true for the single winner.
     pub(crate) fn claim(&self) -> bool {
-        self.state
-            .compare_exchange(OPEN, BY_ENGINE, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.claim_as(BY_ENGINE)
     }
 
     /// [`claim`](Self::claim) for an external completion, successful or
     /// not.
     fn claim_by_handle(&self, ok: bool) -> bool {
-        let to = if ok { BY_HANDLE } else { BY_HANDLE_ERR };
+        self.claim_as(if ok { BY_HANDLE } else { BY_HANDLE_ERR })
+    }
+
+    /// Moves an open token to `to`; true for the single winner.
+    fn claim_as(&self, to: u8) -> bool {
         self.state
             .compare_exchange(OPEN, to, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -121,9 +123,7 @@ impl WaitToken {
     /// off the usual path, and the exchange keeps who claimed it.)
     pub(crate) fn close(&self) {
         if self.state.load(Ordering::Relaxed) == OPEN {
-            let _ =
-                self.state
-                    .compare_exchange(OPEN, BY_ENGINE, Ordering::AcqRel, Ordering::Relaxed);
+            self.claim_as(BY_ENGINE);
         }
     }
 

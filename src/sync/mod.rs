@@ -503,8 +503,7 @@ fn enter<C: HoldCore>(
             n
         });
         if let Some(n) = node.as_ref().filter(|_| C::HANDS_OVER) {
-            let here = s.tool().core.inbox.id;
-            cohort::queued(here, id, n);
+            cohort::queued(home_of(s), id, n);
         }
         // Record the outcome first, so nothing after it can lose a slot.
         let h = s.parent_hold(id).ok_or_else(lost)?;
