@@ -171,6 +171,9 @@ pub(crate) struct Counters {
     pub timers: AtomicUsize,
     pub started: AtomicU64,
     pub stolen: AtomicU64,
+    /// 1 while the loop takes a job from a queue and has not counted it in
+    /// `flows` yet (see `start_jobs`); part of its `load`.
+    pub taking: AtomicUsize,
     /// Sync handovers by the loop's thread: (to its own waiters, to
     /// another loop's), from `sync::handovers`.
     pub handovers_local: AtomicU64,
@@ -347,11 +350,10 @@ impl Core {
     /// own worker seen from outside, through its stealer).
     fn load(&self, i: usize) -> usize {
         let l = &self.loops[i];
-        // The queues first: a job is counted in `flows` before it leaves
-        // its queue (see `start_jobs`).
+        // The queues first: a job is in `taking` before it leaves its
+        // queue (see `start_jobs`); `SeqCst` (plain loads on x86).
         let queued = l.placed.len() + l.queue.len() + l.stealer.len();
-        // `SeqCst` (a plain load on x86): see `start_jobs`'s count.
-        queued + l.counters.flows.load(Ordering::SeqCst)
+        queued + l.counters.taking.load(Ordering::SeqCst) + l.counters.flows.load(Ordering::SeqCst)
     }
 
     /// The least busy live loop other than `me` (ties: the first after it)
@@ -470,11 +472,14 @@ impl Core {
         r
     }
 
-    /// No flow runs on any loop (their counts as of their last turn).
+    /// No flow runs on any loop (their counts as of their last turn), and
+    /// none is being taken from a queue to start.
     pub(crate) fn no_flows(&self) -> bool {
-        self.loops
-            .iter()
-            .all(|l| l.dead.load(Ordering::Acquire) || l.counters.flows.load(Ordering::SeqCst) == 0)
+        self.loops.iter().all(|l| {
+            let c = &l.counters;
+            l.dead.load(Ordering::Acquire)
+                || c.taking.load(Ordering::SeqCst) + c.flows.load(Ordering::SeqCst) == 0
+        })
     }
 
     /// No flow runs, and none waits to start in a queue of the runtime
@@ -647,24 +652,20 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
     let me = &core.loops[idx];
     // The loop's flow count moves with each job it starts, not only at the
     // turn's `publish`, for `submit_balanced` and `Runtime::wait_idle` on
-    // other threads. Only this thread writes it. A job is counted before
-    // it leaves its queue: whoever sees it gone from the queue (the
-    // queues' lengths are read first, see `load`) sees it counted, so a
-    // flow about to start is never in no queue and uncounted.
-    let count = |d: isize| {
-        let flows = me.counters.flows.load(Ordering::Relaxed);
-        let now = flows.saturating_add_signed(d);
-        me.counters.flows.store(now, Ordering::SeqCst);
-        now
-    };
+    // other threads. Only this thread writes it and `taking`: `taking` is
+    // up from before a job leaves its queue until the job is counted in
+    // `flows` (or known not to start), so whoever sees it gone from the
+    // queue (the queues' lengths are read first, see `load`) sees it in
+    // one or the other, and `flows` (a statistic too) stays exact.
+    let taking = |on: bool| me.counters.taking.store(usize::from(on), Ordering::SeqCst);
     let mut n = 0;
     while n < START_BATCH {
         if core.closing.load(Ordering::Acquire) {
             break; // closed meanwhile: what has not started never will
         }
         let dry = !tool.core.has_immediates();
-        count(1);
-        // `(job, stolen)`, counted already.
+        taking(true);
+        // `(job, stolen)`, counted in `taking`.
         let got = CURRENT.with_borrow(|c| {
             let w = &c.as_ref()?.worker;
             if let Some(j) = w.pop() {
@@ -708,11 +709,11 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
             })
         });
         let Some((job, stolen)) = got else {
-            // Nothing to start: the count goes back, and a waiter for a
-            // quiet runtime that saw it up checks again (this loop may
-            // sleep before its next `publish`).
-            let now = count(-1);
-            notify_quiet(core, now);
+            // Nothing to start: a waiter for a quiet runtime that saw
+            // `taking` up checks again (this loop may sleep before its
+            // next `publish`).
+            taking(false);
+            notify_quiet(core, me.counters.flows.load(Ordering::Relaxed));
             break;
         };
         if stolen > 0 {
@@ -722,10 +723,13 @@ fn start_jobs(idx: usize, core: &Core, tool: &mut AsyncTool) -> usize {
         }
         if job.start(tool) {
             me.counters.started.fetch_add(1, Ordering::Relaxed);
+            let flows = me.counters.flows.load(Ordering::Relaxed);
+            me.counters.flows.store(flows + 1, Ordering::SeqCst);
+            taking(false);
         } else {
             // Cancelled before it started.
-            let now = count(-1);
-            notify_quiet(core, now);
+            taking(false);
+            notify_quiet(core, me.counters.flows.load(Ordering::Relaxed));
         }
         n += 1;
     }

@@ -175,3 +175,15 @@ fn wait_idle_sees_a_flow_between_its_queue_and_its_start() {
         assert_eq!(done.load(Ordering::SeqCst), 40, "round {round}");
     }
 }
+
+/// Regression test for a defect found by CI (the `Runtime::stats` doc
+/// test failed once): counting a job in `flows` before taking it from a
+/// queue showed a flow on an idle loop while it looked for work. The
+/// count of a job being taken is kept apart; `flows` counts flows.
+#[test]
+fn an_idle_runtime_shows_no_flow_while_its_loops_look_for_work() {
+    let rt = rt(2);
+    for _ in 0..20_000 {
+        assert!(rt.stats().iter().all(|l| l.flows == 0));
+    }
+}
